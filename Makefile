@@ -1,0 +1,33 @@
+# A thin wrapper around CMake. Every target installs missing Debian packages first.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build run test bench asan clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/ember examples/tour.lua
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure
+
+bench:
+	@bash scripts/install-deps.sh --bench
+	@$(MAKE) --no-print-directory build
+	./$(BUILD)/ember tests/bench/run.lua
+
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure
+
+clean:
+	rm -rf $(BUILD) build-asan

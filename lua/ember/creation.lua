@@ -1,0 +1,138 @@
+-- ember.creation: functions that make tensors: tensor, zeros, ones, full, empty, arange,
+-- linspace, eye and the _like forms. Options tables take dtype and device.
+local ffi = require 'ffi'
+local core = require 'ember.core'
+local C, own = core.C, core.own
+
+local M = {}
+
+local function options(opts, fn)
+  if opts ~= nil and type(opts) ~= 'table' then
+    error(fn .. ': expected an options table {dtype=..., device=...}, got ' .. type(opts), 3)
+  end
+  opts = opts or {}
+  return core.dtype_id(opts.dtype, fn) or core.default_dtype, core.device_id(opts.device, fn)
+end
+M.options = options
+
+local function make(fn, cfun)
+  return function(...)
+    local n, sizes, opts = core.parse_sizes(fn, ...)
+    local dtype, device = options(opts, fn)
+    return own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device)
+  end
+end
+
+M.empty = make('empty', C.em_empty)
+M.zeros = make('zeros', C.em_zeros)
+M.ones = make('ones', C.em_ones)
+
+function M.full(size, value, opts)
+  if type(value) ~= 'number' and type(value) ~= 'boolean' then
+    error('full: expected a fill value, got ' .. type(value), 2)
+  end
+  if type(value) == 'boolean' then value = value and 1 or 0 end
+  local n, sizes = core.parse_sizes('full', size)
+  local dtype, device = options(opts, 'full')
+  return own(C.em_full(n, sizes, value, dtype, device))
+end
+
+-- Nested tables give the shape; numbers and booleans the values.
+local function infer_shape(data, shape, depth)
+  if type(data) ~= 'table' then return end
+  shape[depth] = #data
+  if #data > 0 then infer_shape(data[1], shape, depth + 1) end
+end
+
+function M.tensor(data, opts)
+  if type(opts) ~= 'table' and opts ~= nil then
+    error('tensor: expected an options table, got ' .. type(opts), 2)
+  end
+  opts = opts or {}
+  local default = core.default_dtype
+  if type(data) == 'number' or type(data) == 'boolean' then
+    local v = data
+    if type(v) == 'boolean' then v = v and 1 or 0; default = C.EM_BOOL end
+    local dtype = core.dtype_id(opts.dtype, 'tensor') or default
+    return own(C.em_scalar_tensor(v, dtype, core.device_id(opts.device, 'tensor'), 0))
+  end
+  if type(data) ~= 'table' then
+    error('tensor: expected a number or a nested table of numbers, got ' .. type(data), 2)
+  end
+  local shape = {}
+  infer_shape(data, shape, 1)
+  if #shape > 8 then error('tensor: expected at most 8 dimensions, got ' .. #shape, 2) end
+  local count = 1
+  for i = 1, #shape do count = count * shape[i] end
+  local buf = ffi.new('double[?]', math.max(count, 1))
+  local pos, saw_bool = 0, false
+  local function fill(t, depth, path)
+    if #t ~= shape[depth] then
+      error(('tensor: ragged nested table: expected %d elements at %s, got %d'):format(
+        shape[depth], path, #t), 4)
+    end
+    for i = 1, #t do
+      local v = t[i]
+      if depth == #shape then
+        if type(v) == 'boolean' then saw_bool = true; v = v and 1 or 0 end
+        if type(v) ~= 'number' then
+          error(('tensor: expected a number at %s[%d], got %s'):format(path, i, type(v)), 5)
+        end
+        buf[pos] = v
+        pos = pos + 1
+      else
+        if type(v) ~= 'table' then
+          error(('tensor: ragged nested table: expected a table at %s[%d], got %s'):format(
+            path, i, type(v)), 5)
+        end
+        fill(v, depth + 1, path .. '[' .. i .. ']')
+      end
+    end
+  end
+  if #shape > 0 and shape[1] > 0 then fill(data, 1, 'data') end
+  if saw_bool then default = C.EM_BOOL end
+  local dtype = core.dtype_id(opts.dtype, 'tensor') or default
+  local sizes = ffi.new('int64_t[8]', shape)
+  return own(C.em_from_buffer(buf, C.EM_FLOAT64, #shape, sizes, dtype,
+    core.device_id(opts.device, 'tensor')))
+end
+
+-- arange(end), arange(start, end), arange(start, end, step), each with an optional options
+-- table. The end is exclusive, as in PyTorch.
+function M.arange(a, b, c, d)
+  local args, opts = { a, b, c, d }, nil
+  for i = 4, 1, -1 do
+    if type(args[i]) == 'table' then opts = args[i]; args[i] = nil; break end
+  end
+  local start, stop, step
+  if args[2] == nil then start, stop, step = 0, args[1], 1
+  else start, stop, step = args[1], args[2], args[3] or 1 end
+  if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
+    error('arange: expected numbers for start, end and step', 2)
+  end
+  local dtype, device = options(opts, 'arange')
+  return own(C.em_arange(start, stop, step, dtype, device))
+end
+
+function M.linspace(start, stop, steps, opts)
+  local dtype, device = options(opts, 'linspace')
+  return own(C.em_linspace(start, stop, steps or 100, dtype, device))
+end
+
+function M.eye(n, m, opts)
+  if type(m) == 'table' then opts, m = m, nil end
+  local dtype, device = options(opts, 'eye')
+  return own(C.em_eye(n, m or -1, dtype, device))
+end
+
+-- The _like forms take the shape, dtype and device of x unless opts says otherwise.
+local function like_opts(x, opts)
+  opts = opts or {}
+  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id }
+end
+function M.empty_like(x, opts) return M.empty(x:size(), like_opts(x, opts)) end
+function M.zeros_like(x, opts) return M.zeros(x:size(), like_opts(x, opts)) end
+function M.ones_like(x, opts) return M.ones(x:size(), like_opts(x, opts)) end
+function M.full_like(x, v, opts) return M.full(x:size(), v, like_opts(x, opts)) end
+
+return M

@@ -1,0 +1,38 @@
+-- ember: tensors, devices and (later) autograd, scripted from LuaJIT.
+-- This module gathers the pieces: the FFI binding (ember.core), the tensor metatype
+-- (ember.tensor) and the op modules that add methods to it.
+local ffi = require 'ffi'
+local core = require 'ember.core'
+local tensor = require 'ember.tensor'
+local creation = require 'ember.creation'
+local pointwise = require 'ember.ops.pointwise'
+require 'ember.print'
+
+local C = core.C
+local ember = { C = C, ffi = ffi, version = '0.1.0' }
+
+-- The metatable is complete once every op module has loaded; LuaJIT fixes it here.
+ffi.metatype(core.tensor_ct, tensor.mt)
+
+for _, m in ipairs({ creation, pointwise }) do
+  for k, v in pairs(m) do
+    if type(v) == 'function' then ember[k] = v end
+  end
+end
+ember.Tensor = tensor.methods
+ember.is_tensor = tensor.is_tensor
+ember.Size = core.Size
+
+-- Any tensor method is also a function: ember.exp(x) is x:exp().
+setmetatable(ember, { __index = function(_, k) return tensor.methods[k] end })
+
+function ember.manual_seed(seed) C.em_manual_seed(seed) end
+function ember.set_num_threads(n) C.em_set_num_threads(n) end
+function ember.get_num_threads() return C.em_get_num_threads() end
+
+function ember.set_default_dtype(d) core.default_dtype = core.dtype_id(d, 'set_default_dtype') end
+function ember.get_default_dtype() return core.dtype_names[core.default_dtype] end
+function ember.set_default_device(d) core.check(C.em_set_default_device(core.device_id(d))) end
+function ember.get_default_device() return core.device_name(C.em_default_device()) end
+
+return ember

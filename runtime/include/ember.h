@@ -1,0 +1,305 @@
+/*
+ * ember.h: the whole public API of the Ember runtime.
+ *
+ * Lua binds this header through LuaJIT's FFI (lua/ember/cdef.lua holds the same declarations,
+ * and tests/lua/cdef_spec.lua fails if the two drift). C programs include it and link libember.
+ *
+ * Conventions
+ *  - Functions that create a tensor return a new reference, or NULL on failure.
+ *  - Functions that return int return 0 on success and -1 on failure.
+ *  - On failure, em_last_error() gives a thread-local message such as
+ *    "add: shapes [3,4] and [5] cannot broadcast". Nothing aborts on bad input.
+ *  - Dimensions and indices are 0-based in C. A negative dimension counts from the end (-1 is
+ *    the last). Index tensors (gather, index_select, argmax results, ...) are int64 and 0-based;
+ *    the Lua layer converts them to and from Torch7's 1-based convention.
+ *  - Every tensor is reference counted: em_retain adds a reference, em_release drops one.
+ */
+#ifndef EMBER_H
+#define EMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_VERSION "0.1.0"
+
+/* EMBER_FFI_BEGIN: from here to EMBER_FFI_END the text is also read by LuaJIT's ffi.cdef, so it
+ * holds declarations only: no preprocessor lines. */
+
+enum { EM_MAX_DIMS = 8 };
+/* Passed as a dimension to mean "over all elements" (argmax, argmin, ...). */
+enum { EM_ALL_DIMS = -1000 };
+
+typedef enum em_dtype {
+  EM_FLOAT32, EM_FLOAT64, EM_FLOAT16, EM_BFLOAT16,
+  EM_INT8, EM_UINT8, EM_INT16, EM_INT32, EM_INT64, EM_BOOL,
+  EM_NUM_DTYPES
+} em_dtype;
+
+/* Error kinds, so that callers can react to out-of-memory without parsing text. */
+typedef enum em_error_kind { EM_OK, EM_ERR_VALUE, EM_ERR_OOM, EM_ERR_NOT_IMPLEMENTED } em_error_kind;
+
+/* Tensor flags. */
+enum {
+  EM_FLAG_WRAPPED_NUMBER = 1   /* a 0-dim tensor made from a host number: it never upcasts */
+};
+
+typedef struct em_storage em_storage;
+typedef struct em_grad_meta em_grad_meta;
+
+/* A tensor is a view over a storage. Lua reads these fields directly; only the runtime writes
+ * them. sizes/strides are in elements, offset is in elements from the storage start. */
+typedef struct em_tensor {
+  int64_t sizes[EM_MAX_DIMS];
+  int64_t strides[EM_MAX_DIMS];
+  int64_t offset;
+  int32_t ndim;
+  int32_t dtype_id;
+  int32_t device_id;
+  int32_t refcount;
+  uint32_t flags;
+  uint32_t reserved;
+  em_storage *storage;
+  em_grad_meta *grad_meta;   /* autograd metadata, NULL for plain tensors */
+} em_tensor;
+
+/* ---- errors -------------------------------------------------------------------------------- */
+const char *em_last_error(void);
+em_error_kind em_last_error_kind(void);
+void em_clear_error(void);
+
+/* ---- dtypes -------------------------------------------------------------------------------- */
+const char *em_dtype_name(em_dtype dtype);       /* "float32", ... */
+int em_dtype_from_name(const char *name);        /* -1 with an error for unknown names */
+size_t em_dtype_size(em_dtype dtype);
+int em_dtype_is_floating(em_dtype dtype);
+em_dtype em_promote_types(em_dtype a, em_dtype b);
+em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
+
+/* ---- devices ------------------------------------------------------------------------------- */
+int em_device_count(void);                       /* devices known to this process, cpu included */
+const char *em_device_name(int device);          /* "cpu", "vulkan:0" */
+int em_device_parse(const char *spec);           /* "cpu", "auto", ... -> id, or -1 */
+int em_default_device(void);
+int em_set_default_device(int device);
+
+/* ---- threads ------------------------------------------------------------------------------- */
+void em_set_num_threads(int n);
+int em_get_num_threads(void);
+
+/* ---- memory -------------------------------------------------------------------------------- */
+typedef struct em_memory_stats {
+  int64_t allocated;        /* bytes held by live storages */
+  int64_t reserved;         /* bytes held from the system, cache included */
+  int64_t peak;             /* highest `allocated` since the last reset */
+  int64_t num_allocs;       /* allocations served */
+  int64_t limit;            /* 0 = none */
+} em_memory_stats;
+int em_memory_stats_get(int device, em_memory_stats *out);
+int em_memory_set_limit(int device, int64_t bytes);
+int em_memory_reset_peak(int device);
+int em_memory_empty_cache(int device);
+/* Called once when an allocation fails, before the retry (an embedder frees what it can). */
+typedef void (*em_gc_hook)(void *userdata);
+void em_set_gc_hook(em_gc_hook hook, void *userdata);
+/* Bytes allocated since the host last collected garbage; a host with a tracing GC (Lua) reads
+ * this to pace its collector, since it cannot see the memory behind its handles. */
+int64_t em_alloc_pressure(void);
+void em_alloc_pressure_reset(void);
+
+/* ---- lifetime ------------------------------------------------------------------------------ */
+em_tensor *em_retain(em_tensor *t);
+void em_release(em_tensor *t);
+int64_t em_numel(const em_tensor *t);
+int em_is_contiguous(const em_tensor *t);
+/* Pointer to element 0 of a CPU tensor (offset applied); NULL with an error on other devices. */
+void *em_data_ptr(const em_tensor *t);
+int64_t em_storage_version(const em_tensor *t);
+int em_same_storage(const em_tensor *a, const em_tensor *b);
+
+/* ---- creation ------------------------------------------------------------------------------ */
+em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device);
+/* Copies ndim/sizes worth of contiguous elements of type `src_dtype` from host memory. */
+em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const int64_t *sizes,
+                          em_dtype dtype, int device);
+/* A 0-dim tensor holding v. With wrapped != 0 it is a "wrapped number" (see the flags). */
+em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped);
+em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device);
+em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, int device);
+em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device);
+
+/* ---- random numbers (Philox-4x32-10; see docs/design.md) ----------------------------------- */
+void em_manual_seed(uint64_t seed);
+uint64_t em_initial_seed(void);
+void em_rng_get_state(uint64_t *seed, uint64_t *offset);
+void em_rng_set_state(uint64_t seed, uint64_t offset);
+em_tensor *em_rand(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+em_tensor *em_randn(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+em_tensor *em_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, em_dtype dtype,
+                      int device);
+em_tensor *em_randperm(int64_t n, em_dtype dtype, int device);
+em_tensor *em_bernoulli(const em_tensor *p);                 /* each element 1 with prob p */
+int em_uniform_(em_tensor *t, double low, double high);
+int em_normal_(em_tensor *t, double mean, double std);
+int em_bernoulli_(em_tensor *t, double p);
+
+/* ---- views (share storage, never copy) ----------------------------------------------------- */
+em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
+                         const int64_t *strides, int64_t offset);
+em_tensor *em_view(const em_tensor *t, int ndim, const int64_t *sizes);    /* one size may be -1 */
+em_tensor *em_reshape(const em_tensor *t, int ndim, const int64_t *sizes); /* copies if it must */
+em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length);
+em_tensor *em_select(const em_tensor *t, int dim, int64_t index);
+em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1);
+em_tensor *em_t(const em_tensor *t);
+em_tensor *em_permute(const em_tensor *t, int ndim, const int *dims);
+em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes);  /* -1 keeps a size */
+em_tensor *em_squeeze(const em_tensor *t, int dim);
+em_tensor *em_squeeze_all(const em_tensor *t);
+em_tensor *em_unsqueeze(const em_tensor *t, int dim);
+em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step);
+em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim);
+em_tensor *em_contiguous(const em_tensor *t);   /* a new reference to t itself when contiguous */
+em_tensor *em_clone(const em_tensor *t);
+
+/* ---- copies and casts ---------------------------------------------------------------------- */
+em_tensor *em_to_dtype(const em_tensor *t, em_dtype dtype);   /* always a new tensor */
+em_tensor *em_to_device(const em_tensor *t, int device);
+int em_copy_(em_tensor *dst, const em_tensor *src);           /* src broadcasts to dst, casts */
+int em_fill_(em_tensor *t, double value);
+int em_zero_(em_tensor *t);
+/* Reads a one-element tensor (any dtype, any device). */
+int em_item(const em_tensor *t, double *out);
+int em_item_int64(const em_tensor *t, int64_t *out);
+
+/* ---- pointwise ----------------------------------------------------------------------------- */
+typedef enum em_unary_op {
+  EM_NEG, EM_ABS, EM_SIGN, EM_EXP, EM_LOG, EM_LOG1P, EM_EXPM1, EM_SQRT, EM_RSQRT,
+  EM_SIN, EM_COS, EM_TAN, EM_TANH, EM_SIGMOID, EM_RELU, EM_GELU, EM_GELU_TANH, EM_SILU,
+  EM_SOFTPLUS, EM_FLOOR, EM_CEIL, EM_ROUND, EM_TRUNC, EM_RECIPROCAL, EM_SQUARE, EM_ERF,
+  EM_ISNAN, EM_ISINF, EM_ISFINITE, EM_LOGICAL_NOT, EM_BITWISE_NOT,
+  EM_NUM_UNARY
+} em_unary_op;
+
+typedef enum em_binary_op {
+  EM_ADD, EM_SUB, EM_MUL, EM_DIV, EM_FLOOR_DIVIDE, EM_POW, EM_FMOD, EM_REMAINDER,
+  EM_MAXIMUM, EM_MINIMUM, EM_ATAN2,
+  EM_EQ, EM_NE, EM_LT, EM_LE, EM_GT, EM_GE,
+  EM_LOGICAL_AND, EM_LOGICAL_OR, EM_LOGICAL_XOR,
+  EM_BITWISE_AND, EM_BITWISE_OR, EM_BITWISE_XOR, EM_LSHIFT, EM_RSHIFT,
+  EM_NUM_BINARY
+} em_binary_op;
+
+const char *em_unary_name(em_unary_op op);
+const char *em_binary_name(em_binary_op op);
+
+em_tensor *em_unary(em_unary_op op, const em_tensor *x);
+int em_unary_(em_unary_op op, em_tensor *x);
+em_tensor *em_binary(em_binary_op op, const em_tensor *a, const em_tensor *b);
+int em_binary_(em_binary_op op, em_tensor *a, const em_tensor *b);
+/* Scalar operand: reversed == 0 computes `a op s`, reversed != 0 computes `s op a`. */
+em_tensor *em_binary_scalar(em_binary_op op, const em_tensor *a, double s, int reversed);
+int em_binary_scalar_(em_binary_op op, em_tensor *a, double s);
+/* a + alpha * b (PyTorch's add with alpha; sub is alpha = -1). */
+em_tensor *em_add_scaled(const em_tensor *a, const em_tensor *b, double alpha);
+int em_add_scaled_(em_tensor *a, const em_tensor *b, double alpha);
+
+/* Ternary ops. A scalar operand is passed as a wrapped-number tensor (em_scalar_tensor). */
+em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
+/* lo or hi may be NULL for "no bound". */
+em_tensor *em_clamp(const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+int em_clamp_(em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+em_tensor *em_lerp(const em_tensor *start, const em_tensor *end, const em_tensor *weight);
+int em_lerp_(em_tensor *start, const em_tensor *end, const em_tensor *weight);
+em_tensor *em_addcmul(const em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+int em_addcmul_(em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+em_tensor *em_addcdiv(const em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+int em_addcdiv_(em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+
+/* ---- reductions ---------------------------------------------------------------------------- */
+typedef enum em_reduce_op {
+  EM_SUM, EM_MEAN, EM_PROD, EM_AMAX, EM_AMIN, EM_ALL, EM_ANY, EM_LOGSUMEXP,
+  EM_NUM_REDUCE
+} em_reduce_op;
+
+/* ndims == 0 reduces over every dimension. */
+em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, const int *dims, int keepdim);
+em_tensor *em_var(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
+em_tensor *em_std(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
+em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int keepdim);
+/* Values and 0-based int64 indices along dim. */
+int em_max_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
+int em_min_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
+/* dim may be EM_ALL_DIMS: the index into the flattened tensor. */
+em_tensor *em_argmax(const em_tensor *x, int dim, int keepdim);
+em_tensor *em_argmin(const em_tensor *x, int dim, int keepdim);
+em_tensor *em_cumsum(const em_tensor *x, int dim);
+em_tensor *em_cumprod(const em_tensor *x, int dim);
+em_tensor *em_softmax(const em_tensor *x, int dim);
+em_tensor *em_log_softmax(const em_tensor *x, int dim);
+
+/* ---- linear algebra (OpenBLAS on the CPU) -------------------------------------------------- */
+em_tensor *em_matmul(const em_tensor *a, const em_tensor *b);   /* NumPy batching rules */
+em_tensor *em_mm(const em_tensor *a, const em_tensor *b);
+em_tensor *em_mv(const em_tensor *a, const em_tensor *v);
+em_tensor *em_bmm(const em_tensor *a, const em_tensor *b);
+em_tensor *em_dot(const em_tensor *a, const em_tensor *b);
+em_tensor *em_outer(const em_tensor *a, const em_tensor *b);
+/* beta * c + alpha * (a @ b) */
+em_tensor *em_addmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
+                    double alpha);
+em_tensor *em_baddbmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
+                      double alpha);
+
+/* ---- indexing ------------------------------------------------------------------------------ */
+em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index);
+em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index);
+em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+int em_scatter_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+em_tensor *em_scatter_add(const em_tensor *x, int dim, const em_tensor *index,
+                          const em_tensor *src);
+int em_scatter_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                        double alpha);
+int em_index_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                  double alpha);
+em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
+                         const em_tensor *src);
+int em_index_copy_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, double value);
+int em_index_fill_(em_tensor *x, int dim, const em_tensor *index, double value);
+em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double value);
+int em_masked_fill_(em_tensor *x, const em_tensor *mask, double value);
+em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask);
+em_tensor *em_nonzero(const em_tensor *x);       /* [count, ndim] int64 */
+
+/* ---- joining, reordering, sorting ---------------------------------------------------------- */
+em_tensor *em_cat(int n, em_tensor *const *tensors, int dim);
+em_tensor *em_stack(int n, em_tensor *const *tensors, int dim);
+em_tensor *em_flip(const em_tensor *x, int ndims, const int *dims);
+em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const int *dims);
+em_tensor *em_repeat(const em_tensor *x, int ndim, const int64_t *repeats);
+em_tensor *em_tril(const em_tensor *x, int64_t diagonal);
+em_tensor *em_triu(const em_tensor *x, int64_t diagonal);
+int em_sort(const em_tensor *x, int dim, int descending, em_tensor **values,
+            em_tensor **indices);
+em_tensor *em_argsort(const em_tensor *x, int dim, int descending);
+int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_tensor **values,
+            em_tensor **indices);
+/* Sorted unique values of the flattened input; inverse and counts may be NULL. */
+int em_unique(const em_tensor *x, em_tensor **values, em_tensor **inverse, em_tensor **counts);
+
+/* EMBER_FFI_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_H */

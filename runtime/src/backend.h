@@ -1,0 +1,116 @@
+/*
+ * backend.h: the kernel table a device fills in (ggml's backend interface, split by concern).
+ *
+ * Op definitions (runtime/src/ops) do all the shape logic, broadcasting, dtype promotion and
+ * device checks, then call one slot here. The contract every slot relies on:
+ *  - all tensors live on this backend's device;
+ *  - inputs of elementwise slots have already been broadcast (stride-0 views) to `out`'s shape
+ *    and cast to one dtype, the "compute dtype";
+ *  - `out` is freshly allocated and contiguous unless the slot says otherwise; in-place forms
+ *    pass an input as `out`, so kernels must tolerate out aliasing an input elementwise;
+ *  - strides may be anything, including 0 and negative, unless the slot says otherwise;
+ *  - a slot returns 0, or -1 with em_error() set.
+ * A NULL slot makes the op raise "<op>: not implemented on <device>", never a silent CPU copy.
+ */
+#ifndef EMBER_BACKEND_H
+#define EMBER_BACKEND_H
+
+#include "internal.h"
+
+typedef enum em_random_kind {
+  EM_RANDOM_UNIFORM,     /* uniform in [a, b) */
+  EM_RANDOM_NORMAL,      /* mean a, std b */
+  EM_RANDOM_BERNOULLI,   /* 1 with probability a */
+  EM_RANDOM_INT          /* integers uniform in [a, b) */
+} em_random_kind;
+
+struct em_backend {
+  const char *name;
+
+  /* ---- memory ---- */
+  /* Fills s->data / s->backend_ctx for s->nbytes bytes; -1 with an OOM error on failure. */
+  int (*storage_alloc)(em_storage *s);
+  void (*storage_free)(em_storage *s);
+  /* Host <-> device byte copies of a storage range. */
+  int (*read)(const em_storage *s, size_t offset, void *dst, size_t nbytes);
+  int (*write)(em_storage *s, size_t offset, const void *src, size_t nbytes);
+  int (*synchronize)(void);
+
+  /* ---- creation and copies ---- */
+  /* dst and src have the same shape (src maybe broadcast); dtypes may differ: cast. */
+  int (*copy)(em_tensor *dst, const em_tensor *src);
+  int (*fill)(em_tensor *dst, double value);
+  /* out[i] = start + i * step (1-D, contiguous). */
+  int (*arange)(em_tensor *out, double start, double step);
+  /* Evenly spaced from start to end inclusive (1-D, contiguous), computed from both ends. */
+  int (*linspace)(em_tensor *out, double start, double end);
+  /* Philox stream: element i of the contiguous out uses counter `offset + i / 4`, lane i % 4. */
+  int (*random)(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
+                double b);
+
+  /* ---- pointwise ---- */
+  /* out dtype is the compute dtype, or bool for predicates (isnan, ...) and logical_not. */
+  int (*unary)(em_unary_op op, em_tensor *out, const em_tensor *x);
+  /* out dtype is the compute dtype, or bool for comparisons and logical ops. alpha scales b for
+   * EM_ADD and EM_SUB and is 1 otherwise. */
+  int (*binary)(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                double alpha);
+  /* cond is bool; a, b and out share the compute dtype. */
+  int (*where)(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b);
+  /* lo and hi may be NULL. */
+  int (*clamp)(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+  int (*lerp)(em_tensor *out, const em_tensor *start, const em_tensor *end,
+              const em_tensor *weight);
+  /* out = x + value * t1 * t2 (divide == 0) or x + value * t1 / t2 (divide != 0). */
+  int (*addc)(int divide, em_tensor *out, const em_tensor *x, const em_tensor *t1,
+              const em_tensor *t2, double value);
+
+  /* ---- reductions ----
+   * `out` has x's rank with size 1 in every reduced dimension (keepdim shape); `mask` has bit d
+   * set when dimension d is reduced. The definition has already chosen out's dtype (sum of
+   * integers is int64, mean needs a float, all/any give bool) and cast x when needed. */
+  int (*reduce)(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask);
+  /* Variance with Bessel-style correction; take_sqrt gives std. Floating x only. */
+  int (*moments)(em_tensor *out, const em_tensor *x, uint32_t mask, double correction,
+                 int take_sqrt);
+  int (*norm)(em_tensor *out, const em_tensor *x, uint32_t mask, double p);
+  /* Along one dim; values/indices in keepdim shape, indices int64 0-based. First occurrence
+   * wins ties; NaN counts as the maximum (and the minimum), as in PyTorch. */
+  int (*arg_reduce)(int is_max, em_tensor *values, em_tensor *indices, const em_tensor *x,
+                    int dim);
+  int (*scan)(int is_prod, em_tensor *out, const em_tensor *x, int dim);
+  int (*softmax)(int is_log, em_tensor *out, const em_tensor *x, int dim);
+
+  /* ---- linear algebra ----
+   * out [B,M,N] = beta * out + alpha * a [B,M,K] @ b [B,K,N]. a and b may have any strides
+   * (a stride-0 batch dim means a shared matrix); out is contiguous. Floating dtypes. */
+  int (*gemm)(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha, double beta);
+
+  /* ---- indexing (index tensors are int64, 0-based, already bounds-checked) ---- */
+  int (*index_select)(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+  int (*gather)(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+  /* In place on x: x[...index...] = src (accumulate == 0) or += src. */
+  int (*scatter)(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                 int accumulate);
+  /* In place on x along dim: x.select(dim, index[i]) = src.select(dim, i) (accumulate == 0)
+   * or += alpha * src.select(dim, i). */
+  int (*index_put)(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                   double alpha, int accumulate);
+  /* out is [count, x.ndim] int64 where count was computed by the definition. */
+  int (*nonzero)(em_tensor *out, const em_tensor *x);
+  /* Stable sort along dim; indices int64. */
+  int (*sort)(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+              int descending);
+};
+
+extern const em_backend em_cpu_backend;
+
+/* "fn: not implemented on <device>" unless the slot exists. */
+#define EM_NEED_KERNEL(fn, be, slot)                                                          \
+  do {                                                                                        \
+    if ((be)->slot == NULL)                                                                   \
+      return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", (fn),     \
+                               (be)->name);                                                   \
+  } while (0)
+
+#endif

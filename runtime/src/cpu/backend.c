@@ -1,0 +1,57 @@
+/*
+ * backend.c: the CPU's kernel table and its memory functions. Storage memory comes from the CPU
+ * allocator (alloc.c), which keeps statistics and applies limits.
+ */
+#include "cpu.h"
+
+static int cpu_storage_alloc(em_storage *s) {
+  s->data = em_cpu_alloc(s->nbytes);
+  return s->data ? 0 : -1;
+}
+
+static void cpu_storage_free(em_storage *s) { em_cpu_free(s->data, s->nbytes); }
+
+static int cpu_read(const em_storage *s, size_t offset, void *dst, size_t nbytes) {
+  memcpy(dst, (const char *)s->data + offset, nbytes);
+  return 0;
+}
+
+static int cpu_write(em_storage *s, size_t offset, const void *src, size_t nbytes) {
+  memcpy((char *)s->data + offset, src, nbytes);
+  return 0;
+}
+
+static int cpu_synchronize(void) { return 0; }
+
+const em_backend em_cpu_backend = {
+  .name = "cpu",
+  .storage_alloc = cpu_storage_alloc,
+  .storage_free = cpu_storage_free,
+  .read = cpu_read,
+  .write = cpu_write,
+  .synchronize = cpu_synchronize,
+  .copy = em_cpu_copy,
+  .fill = em_cpu_fill,
+  .arange = em_cpu_arange,
+  .linspace = em_cpu_linspace,
+  .random = NULL,
+  .unary = em_cpu_unary,
+  .binary = em_cpu_binary,
+  .where = NULL,
+  .clamp = NULL,
+  .lerp = NULL,
+  .addc = NULL,
+  .reduce = NULL,
+  .moments = NULL,
+  .norm = NULL,
+  .arg_reduce = NULL,
+  .scan = NULL,
+  .softmax = NULL,
+  .gemm = NULL,
+  .index_select = NULL,
+  .gather = NULL,
+  .scatter = NULL,
+  .index_put = NULL,
+  .nonzero = NULL,
+  .sort = NULL,
+};

@@ -1,0 +1,129 @@
+/*
+ * internal.h: what the runtime's own files share and the public header does not show.
+ *
+ * - error reporting helpers (errors are values: set a message, return NULL or -1);
+ * - the storage struct (a refcounted buffer on one device);
+ * - tensor helpers used by every op definition;
+ * - the device registry, whose entries point at kernel tables (backend.h).
+ */
+#ifndef EMBER_INTERNAL_H
+#define EMBER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ember.h"
+
+#define EM_UNUSED(x) ((void)(x))
+
+/* ---- errors (error.c) ---------------------------------------------------------------------- */
+#if defined(__GNUC__)
+#define EM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define EM_PRINTF(a, b)
+#endif
+/* Sets the thread's message; returns -1 so that `return em_error(...)` reads naturally. */
+int em_error(const char *fmt, ...) EM_PRINTF(1, 2);
+int em_error_kind_set(em_error_kind kind, const char *fmt, ...) EM_PRINTF(2, 3);
+/* The same, for functions that return a pointer. */
+void *em_error_null(const char *fmt, ...) EM_PRINTF(1, 2);
+/* Prefixes the current message with "fn: " unless it already starts with it. Used when an op
+ * composed from others fails inside, so the user sees the op they called. */
+void em_error_prefix(const char *fn);
+/* Formats sizes as "[3,4]" into buf. */
+const char *em_shape_str(char *buf, size_t cap, int ndim, const int64_t *sizes);
+#define EM_SHAPE_BUF 128
+
+/* ---- storage (storage.c, alloc.c) ---------------------------------------------------------- */
+struct em_storage {
+  int32_t refcount;
+  int32_t device_id;
+  void *data;          /* host pointer on the CPU; the backend's handle elsewhere */
+  size_t nbytes;
+  int64_t version;     /* bumped by every in-place write; autograd checks it */
+  void *backend_ctx;   /* the backend's per-buffer record */
+};
+
+em_storage *em_storage_new(int device, size_t nbytes);
+void em_storage_retain(em_storage *s);
+void em_storage_release(em_storage *s);
+
+/* CPU allocator: statistics, limit, and the free-the-cache / host-GC / retry sequence. */
+void *em_cpu_alloc(size_t nbytes);
+void em_cpu_free(void *p, size_t nbytes);
+void em_memory_note_alloc(int device, size_t nbytes);
+void em_memory_note_free(int device, size_t nbytes);
+/* Runs the host GC hook, if any (the second of the three steps on allocation failure). */
+void em_memory_run_gc_hook(void);
+/* Applies the device limit: 0 when nbytes more fits, else -1 with nothing set. */
+int em_memory_check_limit(int device, size_t nbytes);
+int em_memory_oom_error(int device, size_t nbytes);
+
+/* ---- tensors (tensor.c) -------------------------------------------------------------------- */
+/* A tensor header with no storage yet; sizes copied, contiguous strides. */
+em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+/* A new view of t's storage with the given geometry (retains the storage). */
+em_tensor *em_tensor_view_of(const em_tensor *t, int ndim, const int64_t *sizes,
+                             const int64_t *strides, int64_t offset);
+void em_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+int64_t em_shape_numel(int ndim, const int64_t *sizes);
+/* Checks a shape given by a caller: ndim in range, sizes >= 0. */
+int em_check_shape(const char *fn, int ndim, const int64_t *sizes);
+/* Wraps a possibly negative dim; sets "fn: dimension d out of range for a N-d tensor". */
+int em_wrap_dim(const char *fn, int dim, int ndim, int *out);
+int em_check_dtype(const char *fn, int dtype);
+int em_check_device(const char *fn, int device);
+/* Devices of all non-NULL tensors must agree: "add: expected all tensors on cpu, got ...". */
+int em_check_same_device(const char *fn, int n, const em_tensor *const *ts);
+static inline bool em_is_wrapped(const em_tensor *t) {
+  return (t->flags & EM_FLAG_WRAPPED_NUMBER) != 0;
+}
+/* Marks a write to t's storage (version counter for autograd). */
+static inline void em_bump_version(em_tensor *t) { t->storage->version++; }
+
+/* Broadcasts shapes a and b into out (NumPy rules). */
+int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
+                        int *nout, int64_t *out);
+/* A stride-0 view of t with the target shape (t must broadcast to it). */
+em_tensor *em_broadcast_to(const char *fn, const em_tensor *t, int ndim, const int64_t *sizes);
+
+/* ---- dtypes (dtype.c) ---------------------------------------------------------------------- */
+typedef struct em_dtype_info {
+  const char *name;
+  size_t size;
+  bool is_float;
+  bool is_signed;
+} em_dtype_info;
+extern const em_dtype_info em_dtypes[EM_NUM_DTYPES];
+
+/* float16 / bfloat16 <-> float32 (round to nearest even). */
+float em_half_to_float(uint16_t h);
+uint16_t em_float_to_half(float f);
+static inline float em_bf16_to_float(uint16_t b) {
+  union { uint32_t u; float f; } v;
+  v.u = (uint32_t)b << 16;
+  return v.f;
+}
+uint16_t em_float_to_bf16(float f);
+/* Reads / writes one element as double, for slow generic paths and item(). */
+double em_load_as_double(const void *p, em_dtype dtype);
+void em_store_from_double(void *p, em_dtype dtype, double v);
+int64_t em_load_as_int64(const void *p, em_dtype dtype);
+
+/* ---- devices (device.c) -------------------------------------------------------------------- */
+typedef struct em_backend em_backend;
+enum { EM_CPU = 0, EM_MAX_DEVICES = 16 };
+const em_backend *em_device_backend(int device);
+
+/* ---- random (random.c) --------------------------------------------------------------------- */
+/* Reserves `count` Philox counter values; returns the first. */
+uint64_t em_rng_reserve(uint64_t count, uint64_t *seed);
+void em_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+
+/* ---- threads (threads.c) ------------------------------------------------------------------- */
+/* Work below this many elements stays on one thread. */
+enum { EM_PARALLEL_GRAIN = 32768 };
+int em_threads_for(int64_t work);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * copy.c: copies, casts, fills and reads. copy_ is the one primitive that moves data between
+ * dtypes and devices; contiguous, clone, to_dtype and to_device are built on it.
+ */
+#include <stdlib.h>
+
+#include "../backend.h"
+
+/* Copies across devices through host memory: the source device reads into a contiguous host
+ * buffer of dst's dtype, the destination device writes it. */
+static int copy_across_devices(em_tensor *dst, const em_tensor *src) {
+  em_tensor *host_src = NULL, *staged = NULL;
+  int rc = -1;
+  /* 1. Make src contiguous and of dst's dtype, still on its own device. */
+  em_tensor *cast = em_empty(dst->ndim, dst->sizes, (em_dtype)dst->dtype_id, src->device_id);
+  if (cast == NULL || em_copy_(cast, src) != 0) goto done;
+  /* 2. Bring it to the CPU (a no-op view when it is there already). */
+  host_src = em_empty(dst->ndim, dst->sizes, (em_dtype)dst->dtype_id, EM_CPU);
+  if (host_src == NULL) goto done;
+  size_t nbytes = (size_t)em_numel(dst) * em_dtypes[dst->dtype_id].size;
+  if (nbytes && em_device_backend(cast->device_id)->read(cast->storage, 0, host_src->storage->data,
+                                                      nbytes) != 0)
+    goto done;
+  /* 3. Write it into dst, through a contiguous staging tensor when dst is strided. */
+  if (dst->device_id == EM_CPU) {
+    rc = em_copy_(dst, host_src);
+    goto done;
+  }
+  if (em_is_contiguous(dst)) {
+    rc = nbytes ? em_device_backend(dst->device_id)->write(
+                      dst->storage, (size_t)dst->offset * em_dtypes[dst->dtype_id].size,
+                      host_src->storage->data, nbytes)
+                : 0;
+  } else {
+    staged = em_empty(dst->ndim, dst->sizes, (em_dtype)dst->dtype_id, dst->device_id);
+    if (staged == NULL) goto done;
+    if (nbytes &&
+        em_device_backend(dst->device_id)->write(staged->storage, 0, host_src->storage->data, nbytes))
+      goto done;
+    rc = em_copy_(dst, staged);
+  }
+done:
+  em_release(cast);
+  em_release(host_src);
+  em_release(staged);
+  return rc;
+}
+
+int em_copy_(em_tensor *dst, const em_tensor *src) {
+  if (dst == NULL || src == NULL) return em_error("copy_: expected two tensors, got NULL");
+  em_tensor *b = em_broadcast_to("copy_", src, dst->ndim, dst->sizes);
+  if (b == NULL) return -1;
+  int rc;
+  if (src->device_id != dst->device_id) {
+    rc = copy_across_devices(dst, b);
+  } else {
+    const em_backend *be = em_device_backend(dst->device_id);
+    rc = em_numel(dst) ? be->copy(dst, b) : 0;
+  }
+  em_release(b);
+  if (rc == 0) em_bump_version(dst);
+  return rc;
+}
+
+int em_fill_(em_tensor *t, double value) {
+  if (t == NULL) return em_error("fill_: expected a tensor, got NULL");
+  if (em_numel(t) == 0) return 0;
+  int rc = em_device_backend(t->device_id)->fill(t, value);
+  if (rc == 0) em_bump_version(t);
+  return rc;
+}
+
+int em_zero_(em_tensor *t) { return em_fill_(t, 0.0); }
+
+static em_tensor *copy_to(const char *fn, const em_tensor *t, em_dtype dtype, int device) {
+  if (t == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  if (em_check_dtype(fn, dtype) != 0 || em_check_device(fn, device) != 0) return NULL;
+  em_tensor *out = em_empty(t->ndim, t->sizes, dtype, device);
+  if (out && em_copy_(out, t) != 0) {
+    em_error_prefix(fn);
+    em_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+em_tensor *em_to_dtype(const em_tensor *t, em_dtype dtype) {
+  return copy_to("to", t, dtype, t ? t->device_id : 0);
+}
+
+em_tensor *em_to_device(const em_tensor *t, int device) {
+  if (t && t->device_id == device) return em_retain((em_tensor *)t);
+  return copy_to("to", t, t ? (em_dtype)t->dtype_id : EM_FLOAT32, device);
+}
+
+em_tensor *em_clone(const em_tensor *t) {
+  return copy_to("clone", t, t ? (em_dtype)t->dtype_id : EM_FLOAT32, t ? t->device_id : 0);
+}
+
+em_tensor *em_contiguous(const em_tensor *t) {
+  if (t && em_is_contiguous(t)) return em_retain((em_tensor *)t);
+  return em_clone(t);
+}
+
+int em_item(const em_tensor *t, double *out) {
+  if (t == NULL) return em_error("item: expected a tensor, got NULL");
+  if (em_numel(t) != 1)
+    return em_error("item: expected a tensor with one element, got %lld elements",
+                    (long long)em_numel(t));
+  unsigned char buf[8];
+  size_t esize = em_dtypes[t->dtype_id].size;
+  if (em_device_backend(t->device_id)->read(t->storage, (size_t)t->offset * esize, buf, esize) != 0)
+    return -1;
+  *out = em_load_as_double(buf, (em_dtype)t->dtype_id);
+  return 0;
+}
+
+int em_item_int64(const em_tensor *t, int64_t *out) {
+  if (t == NULL) return em_error("item: expected a tensor, got NULL");
+  if (em_numel(t) != 1)
+    return em_error("item: expected a tensor with one element, got %lld elements",
+                    (long long)em_numel(t));
+  unsigned char buf[8];
+  size_t esize = em_dtypes[t->dtype_id].size;
+  if (em_device_backend(t->device_id)->read(t->storage, (size_t)t->offset * esize, buf, esize) != 0)
+    return -1;
+  *out = em_load_as_int64(buf, (em_dtype)t->dtype_id);
+  return 0;
+}

@@ -1,0 +1,167 @@
+/*
+ * elementwise.c: see elementwise.h.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "elementwise.h"
+
+static int category(em_dtype d) {
+  if (d == EM_BOOL) return 0;
+  return em_dtypes[d].is_float ? 2 : 1;
+}
+
+em_dtype em_result_type_n(int n, const em_tensor *const *ts) {
+  /* Promote within each priority class (dimensioned, 0-dim, wrapped number), then let a lower
+   * class raise the category only. */
+  int have[3] = {0, 0, 0};
+  em_dtype cls[3] = {EM_BOOL, EM_BOOL, EM_BOOL};
+  for (int i = 0; i < n; i++) {
+    const em_tensor *t = ts[i];
+    if (t == NULL) continue;
+    int p = em_is_wrapped(t) ? 0 : t->ndim > 0 ? 2 : 1;
+    cls[p] = have[p] ? em_promote_types(cls[p], (em_dtype)t->dtype_id) : (em_dtype)t->dtype_id;
+    have[p] = 1;
+  }
+  em_dtype r = EM_BOOL;
+  int any = 0;
+  for (int p = 2; p >= 0; p--) {
+    if (!have[p]) continue;
+    if (!any) {
+      r = cls[p];
+      any = 1;
+    } else if (category(cls[p]) > category(r)) {
+      r = p == 0 ? (category(cls[p]) == 2 ? EM_FLOAT32 : EM_INT64) : cls[p];
+    }
+  }
+  return r;
+}
+
+bool em_can_cast(em_dtype from, em_dtype to) {
+  return category(from) <= category(to);
+}
+
+int em_ew_begin(em_ew *ew, const char *fn, int n, const em_tensor *const *ts) {
+  ew->fn = fn;
+  ew->n = n;
+  ew->ndim = 0;
+  ew->device_id = -1;
+  for (int i = 0; i < n; i++) {
+    ew->in[i] = ts[i];
+    ew->owned[i] = NULL;
+    ew->ready[i] = NULL;
+  }
+  if (em_check_same_device(fn, n, ts) != 0) return -1;
+  for (int i = 0; i < n; i++) {
+    if (ts[i] == NULL) continue;
+    if (ew->device_id < 0) ew->device_id = ts[i]->device_id;
+    if (em_broadcast_shapes(fn, ew->ndim, ew->sizes, ts[i]->ndim, ts[i]->sizes, &ew->ndim,
+                            ew->sizes) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* A stride-0 broadcast header on the stack: valid while the source tensor lives. */
+static void stack_broadcast(em_tensor *v, const em_tensor *t, int ndim, const int64_t *sizes) {
+  *v = *t;
+  v->ndim = ndim;
+  v->grad_meta = NULL;
+  v->flags = 0;
+  for (int i = 0; i < ndim; i++) {
+    int j = t->ndim - ndim + i;
+    v->sizes[i] = sizes[i];
+    v->strides[i] = (j >= 0 && t->sizes[j] == sizes[i]) ? t->strides[j] : 0;
+  }
+}
+
+int em_ew_prepare(em_ew *ew) {
+  for (int i = 0; i < ew->n; i++) {
+    const em_tensor *t = ew->in[i];
+    if (t == NULL) continue;
+    bool host_scalar = t->storage->device_id != t->device_id; /* an em_stack_scalar on a GPU op */
+    if (t->ndim == 0 && ew->device_id == EM_CPU && t->dtype_id != (int32_t)ew->compute) {
+      /* Convert a 0-dim operand into a stack cell instead of allocating a cast. */
+      em_storage *cs = &ew->cell_storage[i];
+      em_tensor cell_tensor, *v = &cell_tensor;
+      const char *src = (const char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
+      if (ew->compute == EM_INT64) {
+        int64_t iv = em_load_as_int64(src, (em_dtype)t->dtype_id);
+        memcpy(&ew->cell[i], &iv, sizeof iv);
+      } else {
+        em_store_from_double(&ew->cell[i], ew->compute, em_load_as_double(src, (em_dtype)t->dtype_id));
+      }
+      memset(cs, 0, sizeof *cs);
+      cs->refcount = 1;
+      cs->data = &ew->cell[i];
+      cs->nbytes = sizeof ew->cell[i];
+      *v = *t;
+      v->dtype_id = ew->compute;
+      v->offset = 0;
+      v->storage = cs;
+      stack_broadcast(&ew->view[i], v, ew->ndim, ew->sizes);
+      ew->ready[i] = &ew->view[i];
+      continue;
+    }
+    if (host_scalar) {
+      double value = em_load_as_double(t->storage->data, (em_dtype)t->dtype_id);
+      ew->owned[i] = em_scalar_tensor(value, ew->compute, ew->device_id, 1);
+      if (ew->owned[i] == NULL) return -1;
+      t = ew->owned[i];
+    } else if (t->dtype_id != (int32_t)ew->compute) {
+      ew->owned[i] = em_to_dtype(t, ew->compute);
+      if (ew->owned[i] == NULL) return -1;
+      t = ew->owned[i];
+    }
+    stack_broadcast(&ew->view[i], t, ew->ndim, ew->sizes);
+    ew->ready[i] = &ew->view[i];
+  }
+  return 0;
+}
+
+void em_ew_end(em_ew *ew) {
+  for (int i = 0; i < ew->n; i++) em_release(ew->owned[i]);
+}
+
+em_tensor *em_ew_output(em_ew *ew, em_dtype out_dtype) {
+  return em_empty(ew->ndim, ew->sizes, out_dtype, ew->device_id);
+}
+
+int em_ew_check_inplace(em_ew *ew, const em_tensor *self, em_dtype result) {
+  if (self->ndim != ew->ndim || memcmp(self->sizes, ew->sizes, sizeof(int64_t) * (size_t)ew->ndim)) {
+    char a[EM_SHAPE_BUF], b[EM_SHAPE_BUF];
+    return em_error("%s: the result's shape %s does not match the in-place tensor's shape %s",
+                    ew->fn, em_shape_str(a, sizeof a, ew->ndim, ew->sizes),
+                    em_shape_str(b, sizeof b, self->ndim, self->sizes));
+  }
+  if (!em_can_cast(result, (em_dtype)self->dtype_id))
+    return em_error("%s: result type %s cannot be stored in place into a %s tensor", ew->fn,
+                    em_dtype_name(result), em_dtype_name((em_dtype)self->dtype_id));
+  for (int d = 0; d < self->ndim; d++)
+    if (self->strides[d] == 0 && self->sizes[d] > 1)
+      return em_error("%s: cannot write in place into an expanded tensor (stride 0 in "
+                      "dimension %d); clone it first", ew->fn, d);
+  return 0;
+}
+
+void em_stack_scalar(em_tensor *t, em_storage *s, double *cell, double v, int device) {
+  /* Integral values count as integers, others as floats (Lua has one number type). */
+  bool integral = isfinite(v) && v == floor(v) && fabs(v) < 9.2e18;
+  memset(t, 0, sizeof *t);
+  memset(s, 0, sizeof *s);
+  t->dtype_id = integral ? EM_INT64 : EM_FLOAT64;
+  if (integral) {
+    int64_t iv = (int64_t)v;
+    memcpy(cell, &iv, sizeof iv);
+  } else {
+    *cell = v;
+  }
+  t->device_id = device;
+  t->refcount = 1;
+  t->flags = EM_FLAG_WRAPPED_NUMBER;
+  s->refcount = 1;
+  s->device_id = EM_CPU;
+  s->data = cell;
+  s->nbytes = sizeof *cell;
+  t->storage = s;
+}

@@ -1,0 +1,285 @@
+/*
+ * tensor.c: the tensor header (a view over a storage), its lifetime, geometry helpers shared by
+ * every op definition, and the creation functions.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend.h"
+
+int64_t em_shape_numel(int ndim, const int64_t *sizes) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= sizes[i];
+  return n;
+}
+
+int64_t em_numel(const em_tensor *t) { return em_shape_numel(t->ndim, t->sizes); }
+
+void em_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+}
+
+int em_is_contiguous(const em_tensor *t) {
+  int64_t expected = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->sizes[i] == 0) return 1;
+    if (t->sizes[i] != 1 && t->strides[i] != expected) return 0;
+    expected *= t->sizes[i];
+  }
+  return 1;
+}
+
+int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
+  if (ndim < 0 || ndim > EM_MAX_DIMS)
+    return em_error("%s: expected at most %d dimensions, got %d", fn, EM_MAX_DIMS, ndim);
+  int64_t total = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (sizes[i] < 0)
+      return em_error("%s: expected sizes >= 0, got %lld in dimension %d", fn,
+                      (long long)sizes[i], i);
+    if (sizes[i] > 0 && total > INT64_MAX / 16 / sizes[i])
+      return em_error("%s: shape is too large", fn);
+    total *= sizes[i];
+  }
+  return 0;
+}
+
+int em_wrap_dim(const char *fn, int dim, int ndim, int *out) {
+  int n = ndim > 0 ? ndim : 1; /* a scalar accepts dims 0 and -1, as in PyTorch */
+  if (dim < -n || dim >= n)
+    return em_error("%s: dimension %d out of range for a %d-d tensor", fn, dim, ndim);
+  *out = dim < 0 ? dim + n : dim;
+  return 0;
+}
+
+em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
+  em_tensor *t = malloc(sizeof *t);
+  if (t == NULL) {
+    em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: tensor header");
+    return NULL;
+  }
+  memset(t, 0, sizeof *t);
+  t->ndim = ndim;
+  t->dtype_id = dtype;
+  t->device_id = device;
+  t->refcount = 1;
+  if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  em_contiguous_strides(ndim, t->sizes, t->strides);
+  return t;
+}
+
+em_tensor *em_tensor_view_of(const em_tensor *t, int ndim, const int64_t *sizes,
+                             const int64_t *strides, int64_t offset) {
+  em_tensor *v = em_tensor_header(ndim, sizes, (em_dtype)t->dtype_id, t->device_id);
+  if (v == NULL) return NULL;
+  if (ndim > 0) memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+  v->offset = offset;
+  v->storage = t->storage;
+  em_storage_retain(t->storage);
+  return v;
+}
+
+em_tensor *em_retain(em_tensor *t) {
+  if (t) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+  return t;
+}
+
+void em_release(em_tensor *t) {
+  if (t == NULL) return;
+  if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  em_storage_release(t->storage);
+  free(t);
+}
+
+void *em_data_ptr(const em_tensor *t) {
+  if (t->device_id != EM_CPU)
+    return em_error_null("data_ptr: expected a cpu tensor, got one on %s",
+                         em_device_name(t->device_id));
+  return (char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
+}
+
+int64_t em_storage_version(const em_tensor *t) { return t->storage->version; }
+int em_same_storage(const em_tensor *a, const em_tensor *b) { return a->storage == b->storage; }
+
+int em_check_same_device(const char *fn, int n, const em_tensor *const *ts) {
+  int device = -1, first = -1;
+  for (int i = 0; i < n; i++) {
+    if (ts[i] == NULL) continue;
+    if (device < 0) {
+      device = ts[i]->device_id;
+      first = i;
+    } else if (ts[i]->device_id != device) {
+      return em_error("%s: expected all tensors on %s, got %s for argument %d", fn,
+                      em_device_name(device), em_device_name(ts[i]->device_id), i + 1);
+    }
+  }
+  EM_UNUSED(first);
+  return 0;
+}
+
+int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
+                        int *nout, int64_t *out) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int ia = na - n + i, ib = nb - n + i;
+    int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      char ba[EM_SHAPE_BUF], bb[EM_SHAPE_BUF];
+      return em_error("%s: shapes %s and %s cannot broadcast", fn,
+                      em_shape_str(ba, sizeof ba, na, a), em_shape_str(bb, sizeof bb, nb, b));
+    }
+    out[i] = sa == 1 ? sb : sa;
+  }
+  *nout = n;
+  return 0;
+}
+
+em_tensor *em_broadcast_to(const char *fn, const em_tensor *t, int ndim, const int64_t *sizes) {
+  if (t->ndim > ndim) goto fail;
+  int64_t strides[EM_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) {
+    int j = t->ndim - ndim + i;
+    if (j < 0) {
+      strides[i] = 0;
+    } else if (t->sizes[j] == sizes[i]) {
+      strides[i] = t->strides[j];
+    } else if (t->sizes[j] == 1) {
+      strides[i] = 0;
+    } else {
+      goto fail;
+    }
+  }
+  return em_tensor_view_of(t, ndim, sizes, strides, t->offset);
+fail: {
+  char ba[EM_SHAPE_BUF], bb[EM_SHAPE_BUF];
+  return em_error_null("%s: shape %s cannot broadcast to %s", fn,
+                       em_shape_str(ba, sizeof ba, t->ndim, t->sizes),
+                       em_shape_str(bb, sizeof bb, ndim, sizes));
+}
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+static em_tensor *alloc_tensor(const char *fn, int ndim, const int64_t *sizes, em_dtype dtype,
+                               int device) {
+  if (em_check_shape(fn, ndim, sizes) || em_check_dtype(fn, dtype) ||
+      em_check_device(fn, device))
+    return NULL;
+  em_tensor *t = em_tensor_header(ndim, sizes, dtype, device);
+  if (t == NULL) return NULL;
+  size_t nbytes = (size_t)em_shape_numel(ndim, sizes) * em_dtypes[dtype].size;
+  t->storage = em_storage_new(device, nbytes);
+  if (t->storage == NULL) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
+  return alloc_tensor("empty", ndim, sizes, dtype, device);
+}
+
+em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device) {
+  em_tensor *t = alloc_tensor("full", ndim, sizes, dtype, device);
+  if (t && em_device_backend(device)->fill(t, value) != 0) {
+    em_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
+  return em_full(ndim, sizes, 0.0, dtype, device);
+}
+
+em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
+  return em_full(ndim, sizes, 1.0, dtype, device);
+}
+
+em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped) {
+  em_tensor *t = em_full(0, NULL, v, dtype, device);
+  if (t && wrapped) t->flags |= EM_FLAG_WRAPPED_NUMBER;
+  return t;
+}
+
+em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const int64_t *sizes,
+                          em_dtype dtype, int device) {
+  if (em_check_dtype("from_buffer", src_dtype) != 0) return NULL;
+  em_tensor *t = alloc_tensor("from_buffer", ndim, sizes, dtype, device);
+  if (t == NULL) return NULL;
+  int64_t n = em_numel(t);
+  if (n == 0) return t;
+  if (data == NULL) {
+    em_release(t);
+    return em_error_null("from_buffer: expected data for %lld elements, got NULL", (long long)n);
+  }
+  /* Wrap the caller's memory as a borrowed CPU tensor and let copy_ cast and upload. */
+  em_storage borrowed = {1, EM_CPU, (void *)data, (size_t)n * em_dtypes[src_dtype].size, 0,
+                         NULL};
+  em_tensor src = *t;
+  src.dtype_id = src_dtype;
+  src.device_id = EM_CPU;
+  src.storage = &borrowed;
+  src.grad_meta = NULL;
+  if (em_copy_(t, &src) != 0) {
+    em_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device) {
+  if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
+    return em_error_null("arange: expected finite start, end and a nonzero step, got %g, %g, %g",
+                         start, end, step);
+  if ((end - start) / step < 0)
+    return em_error_null("arange: the step %g goes away from end %g (start %g)", step, end,
+                         start);
+  double count = ceil((end - start) / step);
+  if (count > 1e15) return em_error_null("arange: %g elements is too many", count);
+  int64_t n = (int64_t)count;
+  em_tensor *t = alloc_tensor("arange", 1, &n, dtype, device);
+  if (t == NULL) return NULL;
+  const em_backend *be = em_device_backend(device);
+  if (be->arange == NULL || be->arange(t, start, step) != 0) {
+    if (be->arange == NULL) em_error("arange: not implemented on %s", be->name);
+    em_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, int device) {
+  if (steps < 0) return em_error_null("linspace: expected steps >= 0, got %lld", (long long)steps);
+  em_tensor *t = alloc_tensor("linspace", 1, &steps, dtype, device);
+  if (t == NULL) return NULL;
+  const em_backend *be = em_device_backend(device);
+  if (be->linspace == NULL || be->linspace(t, start, end) != 0) {
+    if (be->linspace == NULL) em_error("linspace: not implemented on %s", be->name);
+    em_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device) {
+  if (m < 0) m = n;
+  int64_t sizes[2] = {n, m};
+  em_tensor *t = em_zeros(2, sizes, dtype, device);
+  if (t == NULL || n == 0 || m == 0) return t;
+  /* The diagonal is a strided view: fill it with ones. */
+  int64_t len = n < m ? n : m, stride = m + 1;
+  em_tensor *diag = em_as_strided(t, 1, &len, &stride, 0);
+  int rc = diag ? em_fill_(diag, 1.0) : -1;
+  em_release(diag);
+  if (rc != 0) {
+    em_release(t);
+    return NULL;
+  }
+  return t;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian packages Ember needs that are missing, and stays quiet when all
+# are present. Called by `make run`, `make test` and `make bench`; safe to run repeatedly.
+# Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch for reference timings)
+set -euo pipefail
+
+packages=(
+  cmake build-essential pkg-config
+  luajit libluajit-5.1-dev lua-busted
+  libopenblas-dev libreadline-dev zlib1g-dev
+  libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-validationlayers
+  dataset-fashion-mnist
+  tmux
+)
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

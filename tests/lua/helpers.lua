@@ -1,0 +1,147 @@
+-- Shared test helpers: an independent reference for every check.
+--  * Tensors are compared against plain Lua tables computed with plain loops (in double).
+--  * `variants` produces the same logical values laid out contiguous, transposed, sliced,
+--    broadcast (expanded) and as zero-size, so each op is tested on all of them.
+package.path = 'lua/?.lua;lua/?/init.lua;tests/lua/?.lua;' .. package.path
+local ember = require 'ember'
+
+local H = { ember = ember }
+
+-- A deterministic pseudo-random stream independent of Ember's generator.
+local state = 12345
+function H.seed(s) state = s end
+function H.random()
+  state = (state * 1103515245 + 12345) % 2147483648
+  return state / 2147483648
+end
+function H.uniform(lo, hi) return lo + (hi - lo) * H.random() end
+
+-- Nested table of the given shape, filled by f(i) with i the flat 1-based index.
+function H.nested(shape, f)
+  local i = 0
+  local function build(d)
+    local t = {}
+    for k = 1, shape[d] do
+      if d == #shape then i = i + 1; t[k] = f(i) else t[k] = build(d + 1) end
+    end
+    return t
+  end
+  if #shape == 0 then i = 1; return f(1) end
+  return build(1)
+end
+
+function H.rand_table(shape, lo, hi)
+  return H.nested(shape, function() return H.uniform(lo or -2, hi or 2) end)
+end
+
+-- Flattens a nested table in row-major order.
+function H.flatten(t, out)
+  out = out or {}
+  if type(t) ~= 'table' then out[#out + 1] = t; return out end
+  for _, v in ipairs(t) do H.flatten(v, out) end
+  return out
+end
+
+function H.shape_of(t)
+  local s = {}
+  while type(t) == 'table' do s[#s + 1] = #t; t = t[1] end
+  return s
+end
+
+-- Maps f over nested tables (one or several, same shape).
+function H.map(f, a, ...)
+  if type(a) ~= 'table' then return f(a, ...) end
+  local r, rest = {}, { ... }
+  for i = 1, #a do
+    local args = {}
+    for j = 1, #rest do args[j] = type(rest[j]) == 'table' and rest[j][i] or rest[j] end
+    r[i] = H.map(f, a[i], unpack(args))
+  end
+  return r
+end
+
+local function close(a, b, rtol, atol)
+  if type(a) == 'boolean' or type(b) == 'boolean' then return a == b end
+  if a ~= a and b ~= b then return true end
+  if a == b then return true end
+  return math.abs(a - b) <= atol + rtol * math.abs(b)
+end
+
+-- Asserts tensor x equals expected (nested table or number) within tolerances.
+function H.assert_close(x, expected, rtol, atol, what)
+  rtol, atol = rtol or 1e-5, atol or 1e-6
+  local got = ember.is_tensor(x) and x:totable() or x
+  local gs, es = H.shape_of(got), H.shape_of(expected)
+  if #gs ~= #es then
+    error(('%sshape mismatch: got [%s], expected [%s]'):format(what and what .. ': ' or '',
+      table.concat(gs, ','), table.concat(es, ',')), 2)
+  end
+  for i = 1, #gs do
+    if gs[i] ~= es[i] then
+      error(('%sshape mismatch: got [%s], expected [%s]'):format(what and what .. ': ' or '',
+        table.concat(gs, ','), table.concat(es, ',')), 2)
+    end
+  end
+  local fg, fe = H.flatten(got), H.flatten(expected)
+  for i = 1, #fe do
+    if not close(fg[i], fe[i], rtol, atol) then
+      error(('%selement %d: got %s, expected %s'):format(what and what .. ': ' or '', i,
+        tostring(fg[i]), tostring(fe[i])), 2)
+    end
+  end
+end
+
+-- The same values as table `t` (2-D or more) in several memory layouts. Each entry is
+-- { name, tensor, table } where table holds the values the tensor has.
+function H.variants(t, opts)
+  opts = opts or {}
+  local x = ember.tensor(t, { dtype = opts.dtype })
+  local out = { { 'contiguous', x, t } }
+  local shape = H.shape_of(t)
+  if #shape >= 2 then
+    -- transposed: build the transpose in memory, then view it back with :t()
+    local tt = {}
+    for j = 1, shape[2] do
+      tt[j] = {}
+      for i = 1, shape[1] do tt[j][i] = t[i][j] end
+    end
+    if #shape == 2 then
+      out[#out + 1] = { 'transposed', ember.tensor(tt, { dtype = opts.dtype }):t(), t }
+    end
+    -- sliced: embed in a bigger tensor and take every other column
+    local big = {}
+    for i = 1, shape[1] do
+      big[i] = {}
+      for j = 1, shape[2] do big[i][2 * j - 1] = t[i][j]; big[i][2 * j] = 0 / 0 end
+    end
+    if #shape == 2 then
+      out[#out + 1] = { 'sliced', ember.tensor(big, { dtype = opts.dtype })[{ {}, { 1, -1, 2 } }], t }
+    end
+  end
+  -- broadcast: the first row expanded to the full shape
+  if #shape >= 1 and shape[1] >= 1 then
+    local row = ember.tensor({ t[1] }, { dtype = opts.dtype })
+    local bt = {}
+    for i = 1, shape[1] do bt[i] = t[1] end
+    local sizes = {}
+    for i = 1, #shape do sizes[i] = shape[i] end
+    out[#out + 1] = { 'broadcast', row:expand(sizes), bt }
+  end
+  return out
+end
+
+-- A zero-size tensor and its table, for ops that must accept them.
+function H.empty_variant(cols, opts)
+  return ember.zeros(0, cols or 3, opts), {}
+end
+
+-- Asserts that f raises an error whose message contains `pattern` (plain text).
+function H.assert_error(f, pattern)
+  local ok, err = pcall(f)
+  if ok then error('expected an error containing "' .. pattern .. '", got success', 2) end
+  if not tostring(err):find(pattern, 1, true) then
+    error('expected an error containing "' .. pattern .. '", got: ' .. tostring(err), 2)
+  end
+end
+
+return H

@@ -1,0 +1,51 @@
+local H = require 'tests.lua.helpers'
+local ember = H.ember
+
+describe('tensor basics', function()
+  it('creates from nested tables', function()
+    local x = ember.tensor{{1, 2}, {3, 4}}
+    assert.are.equal(2, x:dim())
+    assert.are.equal(4, x:numel())
+    assert.are.equal('float32', x:dtype())
+    assert.are.equal('cpu', x:device())
+    H.assert_close(x, {{1, 2}, {3, 4}})
+    assert.are.same({2, 2}, {x:size(1), x:size(2)})
+  end)
+
+  it('makes zeros with a dtype option', function()
+    local z = ember.zeros({3, 4}, {dtype = 'int64'})
+    assert.are.equal('int64', z:dtype())
+    H.assert_close(z, H.nested({3, 4}, function() return 0 end))
+  end)
+
+  it('rejects ragged tables with the position', function()
+    H.assert_error(function() ember.tensor{{1, 2}, {3}} end, 'ragged nested table')
+  end)
+
+  it('supports rank 0 and zero-size dims', function()
+    local s = ember.tensor(3.5)
+    assert.are.equal(0, s:dim())
+    assert.are.equal(3.5, s:item())
+    local e = ember.zeros(0, 3)
+    assert.are.equal(0, e:numel())
+    assert.are.same({0, 3}, {e:size(1), e:size(2)})
+  end)
+end)
+
+describe('add', function()
+  it('adds every layout against plain loops', function()
+    H.seed(1)
+    local t = H.rand_table({5, 7})
+    local u = H.rand_table({5, 7})
+    for _, v in ipairs(H.variants(t)) do
+      local name, x, xt = v[1], v[2], v[3]
+      local expected = H.map(function(a, b) return a + b end, xt, u)
+      H.assert_close(x + ember.tensor(u), expected, 1e-6, 1e-6, name)
+    end
+  end)
+
+  it('names both shapes when they cannot broadcast', function()
+    H.assert_error(function() return ember.zeros(3, 4) + ember.zeros(5) end,
+      'add: shapes [3,4] and [5] cannot broadcast')
+  end)
+end)
