@@ -5,8 +5,18 @@ local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local creation = require 'ember.creation'
-local pointwise = require 'ember.ops.pointwise'
 require 'ember.print'
+
+-- Op families: each module adds methods to the tensor metatable and returns its functions,
+-- which become ember.<name> as well.
+local families = {
+  creation,
+  require 'ember.ops.pointwise',
+  require 'ember.ops.reduce',
+  require 'ember.ops.linalg',
+  require 'ember.ops.index',
+  require 'ember.random',
+}
 
 local C = core.C
 local ember = { C = C, ffi = ffi, version = '0.1.0' }
@@ -14,7 +24,7 @@ local ember = { C = C, ffi = ffi, version = '0.1.0' }
 -- The metatable is complete once every op module has loaded; LuaJIT fixes it here.
 ffi.metatype(core.tensor_ct, tensor.mt)
 
-for _, m in ipairs({ creation, pointwise }) do
+for _, m in ipairs(families) do
   for k, v in pairs(m) do
     if type(v) == 'function' then ember[k] = v end
   end
@@ -26,7 +36,6 @@ ember.Size = core.Size
 -- Any tensor method is also a function: ember.exp(x) is x:exp().
 setmetatable(ember, { __index = function(_, k) return tensor.methods[k] end })
 
-function ember.manual_seed(seed) C.em_manual_seed(seed) end
 function ember.set_num_threads(n) C.em_set_num_threads(n) end
 function ember.get_num_threads() return C.em_get_num_threads() end
 

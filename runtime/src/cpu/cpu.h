@@ -65,40 +65,43 @@ static inline void em_st_i32(char *p, double v) { *(int32_t *)p = (int32_t)em_sa
 static inline void em_st_i64(char *p, double v) { *(int64_t *)p = em_sat_i64(v); }
 static inline void em_st_b8(char *p, double v) { *(uint8_t *)p = v != 0; }
 
-/* Kernel entry points, one file per family. */
+/* Kernel entry points, one file per family. Those marked EM_KERNEL_WEAK are weak while their
+ * families are being written: a missing one leaves its table slot NULL, and the op then reports
+ * "not implemented on cpu" instead of failing to link. */
+#define EM_KERNEL_WEAK __attribute__((weak))
 int em_cpu_copy(em_tensor *dst, const em_tensor *src);
 int em_cpu_fill(em_tensor *dst, double value);
 int em_cpu_arange(em_tensor *out, double start, double step);
 int em_cpu_linspace(em_tensor *out, double start, double end);
 int em_cpu_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
-                  double b);
-int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x);
+                  double b) EM_KERNEL_WEAK;
+int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
 int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
-                  double alpha);
-int em_cpu_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b);
-int em_cpu_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+                  double alpha) EM_KERNEL_WEAK;
+int em_cpu_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b) EM_KERNEL_WEAK;
+int em_cpu_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi) EM_KERNEL_WEAK;
 int em_cpu_lerp(em_tensor *out, const em_tensor *start, const em_tensor *end,
-                const em_tensor *weight);
+                const em_tensor *weight) EM_KERNEL_WEAK;
 int em_cpu_addc(int divide, em_tensor *out, const em_tensor *x, const em_tensor *t1,
-                const em_tensor *t2, double value);
-int em_cpu_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask);
+                const em_tensor *t2, double value) EM_KERNEL_WEAK;
+int em_cpu_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask) EM_KERNEL_WEAK;
 int em_cpu_moments(em_tensor *out, const em_tensor *x, uint32_t mask, double correction,
-                   int take_sqrt);
-int em_cpu_norm(em_tensor *out, const em_tensor *x, uint32_t mask, double p);
+                   int take_sqrt) EM_KERNEL_WEAK;
+int em_cpu_norm(em_tensor *out, const em_tensor *x, uint32_t mask, double p) EM_KERNEL_WEAK;
 int em_cpu_arg_reduce(int is_max, em_tensor *values, em_tensor *indices, const em_tensor *x,
-                      int dim);
-int em_cpu_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim);
-int em_cpu_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim);
+                      int dim) EM_KERNEL_WEAK;
+int em_cpu_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim) EM_KERNEL_WEAK;
+int em_cpu_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim) EM_KERNEL_WEAK;
 int em_cpu_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
-                double beta);
-int em_cpu_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
-int em_cpu_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+                double beta) EM_KERNEL_WEAK;
+int em_cpu_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index) EM_KERNEL_WEAK;
+int em_cpu_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index) EM_KERNEL_WEAK;
 int em_cpu_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                   int accumulate);
+                   int accumulate) EM_KERNEL_WEAK;
 int em_cpu_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                     double alpha, int accumulate);
-int em_cpu_nonzero(em_tensor *out, const em_tensor *x);
+                     double alpha, int accumulate) EM_KERNEL_WEAK;
+int em_cpu_nonzero(em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
 int em_cpu_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
-                int descending);
+                int descending) EM_KERNEL_WEAK;
 
 #endif

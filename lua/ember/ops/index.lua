@@ -1,0 +1,2 @@
+-- ember.ops.index: (being written) methods for the index family.
+return {}

@@ -1,0 +1,2 @@
+-- ember.ops.linalg: (being written) methods for the linalg family.
+return {}

@@ -1,0 +1,2 @@
+-- ember.ops.reduce: (being written) methods for the reduce family.
+return {}

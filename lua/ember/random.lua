@@ -1,0 +1,2 @@
+-- ember.random: (being written) seeded random numbers.
+return {}

@@ -1,0 +1,2 @@
+-- ember.repl: (being written) REPL support: completion and help.
+return {}
