@@ -33,7 +33,7 @@ core.ffi = ffi
 
 -- A Lua tensor is a handle holding one reference. It is a struct, not a bare em_tensor*,
 -- because LuaJIT gives pointers built-in arithmetic (p + 1, p - q, p < q) that would shadow
--- the tensor operators. The handle's __gc (set in ember.tensor) releases the reference.
+-- the tensor operators.
 ffi.cdef('typedef struct em_handle { em_tensor *ptr; } em_handle;')
 local tensor_ct = ffi.typeof('em_handle')
 core.tensor_ct = tensor_ct
@@ -43,33 +43,108 @@ function core.raise(level)
   error(ffi.string(C.em_last_error()), (level or 1) + 1)
 end
 
--- Lua's collector cannot see the memory behind tensor handles, so it is paced by what the
--- runtime allocated since the last collection.
-local pressure_limit = 256 * 1024 * 1024
-local function pace_gc()
-  if C.em_alloc_pressure() > pressure_limit then
-    collectgarbage()
-    C.em_alloc_pressure_reset()
+-- ---- handle lifetime ------------------------------------------------------------------------
+-- A LuaJIT finalizer costs about 250 ns per object, more than a whole small op. So a new handle
+-- gets no finalizer: it goes into a weak-valued "young" table, with its pointer kept in a C
+-- array. After each garbage-collection cycle (a sentinel's __gc tells us), a sweep releases the
+-- pointers whose handles were collected, and gives the survivors (long-lived tensors: weights,
+-- datasets) an ordinary finalizer. See docs/design.md.
+local young = setmetatable({}, { __mode = 'v' })
+local young_cap = 4096
+local young_ptrs = ffi.new('em_tensor*[?]', young_cap)
+local young_n = 0
+local cycle_done = false
+
+local function finalize_handle(h)
+  local p = h.ptr
+  if p ~= nil then
+    h.ptr = nil
+    C.em_release(p)
   end
 end
-core.pace_gc = pace_gc
+
+local function arm_sentinel()
+  local s = newproxy(true)
+  getmetatable(s).__gc = function()
+    cycle_done = true
+    arm_sentinel()
+  end
+end
+arm_sentinel()
+
+local function sweep()
+  cycle_done = false
+  for i = 1, young_n do
+    local h = young[i]
+    if h == nil then
+      C.em_release(young_ptrs[i - 1])
+    else
+      ffi.gc(h, finalize_handle)
+      young[i] = nil
+    end
+    young_ptrs[i - 1] = nil
+  end
+  young_n = 0
+end
+
+-- Releases what the collector has found dead now (a full collection, then a sweep).
+function core.collect()
+  collectgarbage()
+  collectgarbage()
+  sweep()
+  C.em_alloc_pressure_reset()
+end
+
+-- When the Lua state closes, every handle still young is released.
+core.closer = newproxy(true)
+getmetatable(core.closer).__gc = function()
+  for i = 1, young_n do
+    local h = young[i]
+    if h ~= nil then h.ptr = nil end
+    C.em_release(young_ptrs[i - 1])
+  end
+  young_n = 0
+end
+
+local function track(p)
+  local h = tensor_ct(p)
+  if young_n == young_cap then
+    local bigger = ffi.new('em_tensor*[?]', young_cap * 2)
+    ffi.copy(bigger, young_ptrs, young_cap * ffi.sizeof('em_tensor*'))
+    young_ptrs, young_cap = bigger, young_cap * 2
+  end
+  young_ptrs[young_n] = p
+  young_n = young_n + 1
+  young[young_n] = h
+  return h
+end
+
+-- Lua's collector cannot see the memory behind tensor handles, so it is also paced by what the
+-- runtime allocated since the last collection.
+local pressure_limit = 256 * 1024 * 1024
 
 -- Takes ownership of a new tensor reference returned by C. When C returned NULL because memory
--- ran out, collects garbage (dropping unreachable tensors) and retries the call once. (The
--- runtime cannot call back into Lua itself: a callback from a JIT-compiled FFI call is not
--- allowed by LuaJIT.)
+-- ran out, releases what is garbage and retries the call once. (The runtime cannot call back
+-- into Lua itself: LuaJIT forbids callbacks from FFI calls made by compiled code.)
 function core.own(p, retry_fn, ...)
   if p == nil then
     if retry_fn and C.em_last_error_kind() == C.EM_ERR_OOM then
-      collectgarbage()
-      collectgarbage()
-      C.em_alloc_pressure_reset()
+      core.collect()
       p = retry_fn(...)
     end
     if p == nil then core.raise(2) end
   end
-  pace_gc()
-  return tensor_ct(p)
+  if cycle_done then
+    sweep()
+  elseif young_n >= 4096 then
+    collectgarbage('step', 0) -- tensors are allocation too: keep the collector moving
+  end
+  if C.em_alloc_pressure() > pressure_limit then
+    local h = track(p)
+    core.collect()
+    return h
+  end
+  return track(p)
 end
 
 -- Raises unless a status-returning call succeeded.
@@ -84,7 +159,7 @@ function core.take_out(i)
   local p = out_slots[i]
   out_slots[i] = nil
   if p == nil then return nil end
-  return tensor_ct(p)
+  return core.own(p)
 end
 
 -- ---- dtypes ---------------------------------------------------------------------------------

@@ -281,13 +281,6 @@ end
 local mt = {}
 M.mt = mt
 
-mt.__gc = function(h)
-  local p = h.ptr
-  if p ~= nil then
-    h.ptr = nil
-    C.em_release(p)
-  end
-end
 
 mt.__index = function(x, k)
   local m = methods[k]

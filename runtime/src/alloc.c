@@ -18,10 +18,15 @@ typedef struct device_memory {
   int64_t allocated, reserved, peak, num_allocs, limit;
 } device_memory;
 
+/* Small CPU blocks come from plain malloc (16-byte aligned, glibc's fast per-thread cache);
+ * aligned_alloc is reserved for larger ones, where 64-byte alignment helps vector loops and
+ * its slower path does not matter. */
+enum { SMALL_BLOCK = 4096 };
+
 static device_memory memory[EM_MAX_DEVICES];
 static em_gc_hook gc_hook;
 static void *gc_hook_userdata;
-static int64_t pressure; /* bytes allocated since the host last collected */
+static int64_t pressure_mark; /* bytes allocated on all devices when the host last collected */
 
 void em_set_gc_hook(em_gc_hook hook, void *userdata) {
   gc_hook = hook;
@@ -32,15 +37,20 @@ void em_memory_run_gc_hook(void) {
   if (gc_hook) gc_hook(gc_hook_userdata);
 }
 
-int64_t em_alloc_pressure(void) { return __atomic_load_n(&pressure, __ATOMIC_RELAXED); }
-void em_alloc_pressure_reset(void) { __atomic_store_n(&pressure, 0, __ATOMIC_RELAXED); }
+/* Growth of live memory since the host last collected: garbage the host still holds shows up
+ * here, while an alloc/free loop does not. */
+static int64_t allocated_everywhere(void) {
+  int64_t sum = 0;
+  for (int d = 0; d < EM_MAX_DEVICES; d++) sum += __atomic_load_n(&memory[d].allocated, __ATOMIC_RELAXED);
+  return sum;
+}
+int64_t em_alloc_pressure(void) { return allocated_everywhere() - pressure_mark; }
+void em_alloc_pressure_reset(void) { pressure_mark = allocated_everywhere(); }
 
 void em_memory_note_alloc(int device, size_t nbytes) {
   device_memory *m = &memory[device];
   int64_t now = __atomic_add_fetch(&m->allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
   __atomic_add_fetch(&m->num_allocs, 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&pressure, (int64_t)nbytes, __ATOMIC_RELAXED);
-  if (device == EM_CPU) __atomic_add_fetch(&m->reserved, (int64_t)nbytes, __ATOMIC_RELAXED);
   int64_t peak = __atomic_load_n(&m->peak, __ATOMIC_RELAXED);
   while (now > peak &&
          !__atomic_compare_exchange_n(&m->peak, &peak, now, true, __ATOMIC_RELAXED,
@@ -51,7 +61,6 @@ void em_memory_note_alloc(int device, size_t nbytes) {
 void em_memory_note_free(int device, size_t nbytes) {
   device_memory *m = &memory[device];
   __atomic_sub_fetch(&m->allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
-  if (device == EM_CPU) __atomic_sub_fetch(&m->reserved, (int64_t)nbytes, __ATOMIC_RELAXED);
 }
 
 int em_memory_check_limit(int device, size_t nbytes) {
@@ -73,9 +82,10 @@ static const char *human_bytes(char *buf, size_t cap, double b) {
 int em_memory_oom_error(int device, size_t nbytes) {
   device_memory *m = &memory[device];
   char want[32], held[32], cached[32], lim[32];
+  int64_t reserved = device == EM_CPU ? m->allocated : m->reserved;
   human_bytes(want, sizeof want, (double)nbytes);
   human_bytes(held, sizeof held, (double)m->allocated);
-  human_bytes(cached, sizeof cached, (double)(m->reserved - m->allocated));
+  human_bytes(cached, sizeof cached, (double)(reserved - m->allocated));
   if (m->limit > 0) human_bytes(lim, sizeof lim, (double)m->limit);
   else snprintf(lim, sizeof lim, "none");
   return em_error_kind_set(EM_ERR_OOM,
@@ -88,8 +98,9 @@ int em_memory_oom_error(int device, size_t nbytes) {
 static void *try_cpu_alloc(size_t nbytes) {
   if (em_memory_check_limit(EM_CPU, nbytes) != 0) return NULL;
   /* 64-byte alignment for vector loads and to keep two tensors off one cache line. */
+  if (nbytes <= SMALL_BLOCK) return malloc(nbytes ? nbytes : 1);
   size_t rounded = (nbytes + 63) & ~(size_t)63;
-  return aligned_alloc(64, rounded ? rounded : 64);
+  return aligned_alloc(64, rounded);
 }
 
 void *em_cpu_alloc(size_t nbytes) {
@@ -116,7 +127,7 @@ int em_memory_stats_get(int device, em_memory_stats *out) {
   if (em_check_device("memory.stats", device) != 0) return -1;
   device_memory *m = &memory[device];
   out->allocated = m->allocated;
-  out->reserved = m->reserved;
+  out->reserved = device == EM_CPU ? m->allocated : m->reserved; /* the CPU caches nothing */
   out->peak = m->peak;
   out->num_allocs = m->num_allocs;
   out->limit = m->limit;

@@ -62,7 +62,13 @@ em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int 
     em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: tensor header");
     return NULL;
   }
-  memset(t, 0, sizeof *t);
+  /* Only the first ndim sizes and strides are meaningful; the rest stay unset (no memset:
+   * this is on every op's path). */
+  t->offset = 0;
+  t->flags = 0;
+  t->reserved = 0;
+  t->storage = NULL;
+  t->grad_meta = NULL;
   t->ndim = ndim;
   t->dtype_id = dtype;
   t->device_id = device;

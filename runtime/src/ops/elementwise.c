@@ -12,6 +12,15 @@ static int category(em_dtype d) {
 }
 
 em_dtype em_result_type_n(int n, const em_tensor *const *ts) {
+  /* The common case first: operands of one dtype give that dtype. */
+  int first = -1;
+  bool same = true;
+  for (int i = 0; i < n && same; i++) {
+    if (ts[i] == NULL) continue;
+    if (first < 0) first = ts[i]->dtype_id;
+    else same = ts[i]->dtype_id == first;
+  }
+  if (same && first >= 0) return (em_dtype)first;
   /* Promote within each priority class (dimensioned, 0-dim, wrapped number), then let a lower
    * class raise the category only. */
   int have[3] = {0, 0, 0};
