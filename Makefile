@@ -22,7 +22,7 @@ test: build
 bench:
 	@bash scripts/install-deps.sh --bench
 	@$(MAKE) --no-print-directory build
-	./$(BUILD)/ember tests/bench/run.lua
+	BUILD=$(BUILD) bash tests/bench/run.sh
 
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null

@@ -6,22 +6,45 @@
  * out-of-memory with the figures: free the device's cache, run the host's GC hook (an embedder
  * frees what it holds), and retry once.
  *
- * On the CPU, glibc's malloc already caches small blocks and returns large ones to the system,
- * so the CPU keeps no cache of its own: reserved equals allocated.
+ * The allocators themselves live with their devices (cpu/memory.c for the CPU); they report here
+ * what they hold, so that reserved = allocated + cached.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "backend.h"
 
+/* Counters are split in two: the first thread that allocates (the host's main thread) updates
+ * its own half with plain stores, other threads (data-loader workers) use locked atomics on the
+ * shared half. A locked add costs about as much as the rest of a small op, and nearly every
+ * allocation comes from the main thread. Readers add the halves. */
 typedef struct device_memory {
-  int64_t allocated, reserved, peak, num_allocs, limit;
+  int64_t main_allocated, main_allocs;       /* written by the main thread only */
+  int64_t shared_allocated, shared_allocs;   /* atomic */
+  int64_t cached;                            /* held by the device's cache, free for reuse */
+  int64_t peak, limit;
 } device_memory;
 
-/* Small CPU blocks come from plain malloc (16-byte aligned, glibc's fast per-thread cache);
- * aligned_alloc is reserved for larger ones, where 64-byte alignment helps vector loops and
- * its slower path does not matter. */
-enum { SMALL_BLOCK = 4096 };
+static int main_claimed;
+static _Thread_local __attribute__((tls_model("initial-exec"))) int8_t thread_role; /* 1 main, 2 other */
+
+static bool on_main_thread(void) {
+  if (thread_role == 0) {
+    int expected = 0;
+    thread_role = __atomic_compare_exchange_n(&main_claimed, &expected, 1, false,
+                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? 1 : 2;
+  }
+  return thread_role == 1;
+}
+
+static inline void plain_add(int64_t *p, int64_t v) {
+  __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+
+static int64_t allocated_on(const device_memory *m) {
+  return __atomic_load_n(&m->main_allocated, __ATOMIC_RELAXED) +
+         __atomic_load_n(&m->shared_allocated, __ATOMIC_RELAXED);
+}
 
 static device_memory memory[EM_MAX_DEVICES];
 static em_gc_hook gc_hook;
@@ -41,7 +64,7 @@ void em_memory_run_gc_hook(void) {
  * here, while an alloc/free loop does not. */
 static int64_t allocated_everywhere(void) {
   int64_t sum = 0;
-  for (int d = 0; d < EM_MAX_DEVICES; d++) sum += __atomic_load_n(&memory[d].allocated, __ATOMIC_RELAXED);
+  for (int d = 0; d < EM_MAX_DEVICES; d++) sum += allocated_on(&memory[d]);
   return sum;
 }
 int64_t em_alloc_pressure(void) { return allocated_everywhere() - pressure_mark; }
@@ -49,8 +72,14 @@ void em_alloc_pressure_reset(void) { pressure_mark = allocated_everywhere(); }
 
 void em_memory_note_alloc(int device, size_t nbytes) {
   device_memory *m = &memory[device];
-  int64_t now = __atomic_add_fetch(&m->allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&m->num_allocs, 1, __ATOMIC_RELAXED);
+  if (on_main_thread()) {
+    plain_add(&m->main_allocated, (int64_t)nbytes);
+    plain_add(&m->main_allocs, 1);
+  } else {
+    __atomic_add_fetch(&m->shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&m->shared_allocs, 1, __ATOMIC_RELAXED);
+  }
+  int64_t now = allocated_on(m);
   int64_t peak = __atomic_load_n(&m->peak, __ATOMIC_RELAXED);
   while (now > peak &&
          !__atomic_compare_exchange_n(&m->peak, &peak, now, true, __ATOMIC_RELAXED,
@@ -60,15 +89,22 @@ void em_memory_note_alloc(int device, size_t nbytes) {
 
 void em_memory_note_free(int device, size_t nbytes) {
   device_memory *m = &memory[device];
-  __atomic_sub_fetch(&m->allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
+  if (on_main_thread()) plain_add(&m->main_allocated, -(int64_t)nbytes);
+  else __atomic_sub_fetch(&m->shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
 }
 
 int em_memory_check_limit(int device, size_t nbytes) {
   device_memory *m = &memory[device];
   int64_t limit = __atomic_load_n(&m->limit, __ATOMIC_RELAXED);
   if (limit <= 0) return 0;
-  return __atomic_load_n(&m->allocated, __ATOMIC_RELAXED) + (int64_t)nbytes > limit ? -1 : 0;
+  return allocated_on(m) + (int64_t)nbytes > limit ? -1 : 0;
 }
+
+void em_memory_note_cached(int device, int64_t delta) {
+  __atomic_add_fetch(&memory[device].cached, delta, __ATOMIC_RELAXED);
+}
+
+int64_t em_memory_limit(int device) { return __atomic_load_n(&memory[device].limit, __ATOMIC_RELAXED); }
 
 static const char *human_bytes(char *buf, size_t cap, double b) {
   static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -82,10 +118,10 @@ static const char *human_bytes(char *buf, size_t cap, double b) {
 int em_memory_oom_error(int device, size_t nbytes) {
   device_memory *m = &memory[device];
   char want[32], held[32], cached[32], lim[32];
-  int64_t reserved = device == EM_CPU ? m->allocated : m->reserved;
+  int64_t allocated = allocated_on(m);
   human_bytes(want, sizeof want, (double)nbytes);
-  human_bytes(held, sizeof held, (double)m->allocated);
-  human_bytes(cached, sizeof cached, (double)(reserved - m->allocated));
+  human_bytes(held, sizeof held, (double)allocated);
+  human_bytes(cached, sizeof cached, (double)__atomic_load_n(&m->cached, __ATOMIC_RELAXED));
   if (m->limit > 0) human_bytes(lim, sizeof lim, (double)m->limit);
   else snprintf(lim, sizeof lim, "none");
   return em_error_kind_set(EM_ERR_OOM,
@@ -94,42 +130,13 @@ int em_memory_oom_error(int device, size_t nbytes) {
                            em_device_name(device), want, held, cached, lim);
 }
 
-/* The CPU allocator. Limits are checked here so that a limit behaves like a full device. */
-static void *try_cpu_alloc(size_t nbytes) {
-  if (em_memory_check_limit(EM_CPU, nbytes) != 0) return NULL;
-  /* 64-byte alignment for vector loads and to keep two tensors off one cache line. */
-  if (nbytes <= SMALL_BLOCK) return malloc(nbytes ? nbytes : 1);
-  size_t rounded = (nbytes + 63) & ~(size_t)63;
-  return aligned_alloc(64, rounded);
-}
-
-void *em_cpu_alloc(size_t nbytes) {
-  void *p = try_cpu_alloc(nbytes);
-  if (p == NULL) {
-    em_memory_run_gc_hook();
-    p = try_cpu_alloc(nbytes);
-  }
-  if (p == NULL) {
-    em_memory_oom_error(EM_CPU, nbytes);
-    return NULL;
-  }
-  em_memory_note_alloc(EM_CPU, nbytes);
-  return p;
-}
-
-void em_cpu_free(void *p, size_t nbytes) {
-  if (p == NULL) return;
-  free(p);
-  em_memory_note_free(EM_CPU, nbytes);
-}
-
 int em_memory_stats_get(int device, em_memory_stats *out) {
   if (em_check_device("memory.stats", device) != 0) return -1;
   device_memory *m = &memory[device];
-  out->allocated = m->allocated;
-  out->reserved = device == EM_CPU ? m->allocated : m->reserved; /* the CPU caches nothing */
+  out->allocated = allocated_on(m);
+  out->reserved = out->allocated + __atomic_load_n(&m->cached, __ATOMIC_RELAXED);
   out->peak = m->peak;
-  out->num_allocs = m->num_allocs;
+  out->num_allocs = m->main_allocs + __atomic_load_n(&m->shared_allocs, __ATOMIC_RELAXED);
   out->limit = m->limit;
   return 0;
 }
@@ -144,10 +151,12 @@ int em_memory_set_limit(int device, int64_t bytes) {
 
 int em_memory_reset_peak(int device) {
   if (em_check_device("memory.reset_peak", device) != 0) return -1;
-  memory[device].peak = memory[device].allocated;
+  memory[device].peak = allocated_on(&memory[device]);
   return 0;
 }
 
 int em_memory_empty_cache(int device) {
-  return em_check_device("memory.empty_cache", device); /* the CPU holds no cache */
+  if (em_check_device("memory.empty_cache", device) != 0) return -1;
+  if (device == EM_CPU) em_cpu_cache_release();
+  return 0;
 }

@@ -59,6 +59,11 @@ void em_memory_run_gc_hook(void);
 /* Applies the device limit: 0 when nbytes more fits, else -1 with nothing set. */
 int em_memory_check_limit(int device, size_t nbytes);
 int em_memory_oom_error(int device, size_t nbytes);
+/* The device's cache grew (delta > 0) or shrank; reserved = allocated + cached. */
+void em_memory_note_cached(int device, int64_t delta);
+int64_t em_memory_limit(int device);
+/* Frees every block the CPU allocator keeps cached. */
+void em_cpu_cache_release(void);
 
 /* ---- tensors (tensor.c) -------------------------------------------------------------------- */
 /* A tensor header with no storage yet; sizes copied, contiguous strides. */

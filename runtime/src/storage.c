@@ -65,7 +65,9 @@ void em_storage_retain(em_storage *s) { __atomic_add_fetch(&s->refcount, 1, __AT
 
 void em_storage_release(em_storage *s) {
   if (s == NULL) return;
-  if (__atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (__atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) != 1 &&
+      __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+    return;
   if (s->backend_ctx == &inline_marker) {
     em_memory_note_free(EM_CPU, s->nbytes);
   } else {

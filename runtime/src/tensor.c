@@ -41,9 +41,9 @@ int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
     if (sizes[i] < 0)
       return em_error("%s: expected sizes >= 0, got %lld in dimension %d", fn,
                       (long long)sizes[i], i);
-    if (sizes[i] > 0 && total > INT64_MAX / 16 / sizes[i])
+    /* The byte count must fit too: keep 4 bits of headroom for the element size. */
+    if (__builtin_mul_overflow(total, sizes[i], &total) || total > (INT64_MAX >> 4))
       return em_error("%s: shape is too large", fn);
-    total *= sizes[i];
   }
   return 0;
 }
@@ -96,7 +96,11 @@ em_tensor *em_retain(em_tensor *t) {
 
 void em_release(em_tensor *t) {
   if (t == NULL) return;
-  if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  /* A count of 1 is ours alone: nobody else can add a reference concurrently, so the locked
+   * decrement is needed only when the tensor is shared. */
+  if (__atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) != 1 &&
+      __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+    return;
   em_storage_release(t->storage);
   free(t);
 }

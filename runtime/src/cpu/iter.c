@@ -83,7 +83,25 @@ void em_cpu_for_each_serial(int n, const em_tensor *const *ts, em_cpu_loop loop,
   if (p.numel > 0) plan_run(&p, 0, p.numel, loop, ctx);
 }
 
+/* All operands contiguous with the same element size pattern: one run, no plan needed. */
+static bool all_contiguous(int n, const em_tensor *const *ts) {
+  for (int k = 0; k < n; k++)
+    if (!em_is_contiguous(ts[k])) return false;
+  return true;
+}
+
 void em_cpu_for_each(int n, const em_tensor *const *ts, em_cpu_loop loop, void *ctx) {
+  int64_t numel = em_numel(ts[0]);
+  if (numel < EM_PARALLEL_GRAIN && all_contiguous(n, ts)) {
+    char *ptrs[EM_ITER_MAX_OPERANDS];
+    int64_t strides[EM_ITER_MAX_OPERANDS];
+    for (int k = 0; k < n; k++) {
+      ptrs[k] = em_cpu_ptr(ts[k]);
+      strides[k] = (int64_t)em_dtypes[ts[k]->dtype_id].size;
+    }
+    if (numel > 0) loop(ptrs, strides, numel, ctx);
+    return;
+  }
   iter_plan p;
   plan_build(&p, n, ts);
   if (p.numel == 0) return;
