@@ -29,6 +29,7 @@ for _, m in ipairs(families) do
     if type(v) == 'function' then ember[k] = v end
   end
 end
+ember.memory = require 'ember.memory'
 ember.Tensor = tensor.methods
 ember.is_tensor = tensor.is_tensor
 ember.Size = core.Size
@@ -36,7 +37,12 @@ ember.Size = core.Size
 -- Any tensor method is also a function: ember.exp(x) is x:exp().
 setmetatable(ember, { __index = function(_, k) return tensor.methods[k] end })
 
-function ember.set_num_threads(n) C.em_set_num_threads(n) end
+function ember.set_num_threads(n)
+  if type(n) ~= 'number' or n < 1 or n ~= math.floor(n) then
+    error('set_num_threads: expected a positive integer, got ' .. tostring(n), 2)
+  end
+  C.em_set_num_threads(n)
+end
 function ember.get_num_threads() return C.em_get_num_threads() end
 
 function ember.set_default_dtype(d) core.default_dtype = core.dtype_id(d, 'set_default_dtype') end

@@ -1,0 +1,46 @@
+-- ember.memory: memory statistics and limits per device, and the thread count.
+local ffi = require 'ffi'
+local core = require 'ember.core'
+local C = core.C
+
+local M = {}
+local stats_buf = ffi.new('em_memory_stats')
+
+-- stats([device]) -> {allocated=, reserved=, cached=, peak=, num_allocs=, limit=} in bytes.
+function M.stats(device)
+  local id = core.device_id(device, 'memory.stats')
+  core.check(C.em_memory_stats_get(id, stats_buf))
+  local s = stats_buf
+  return {
+    device = core.device_name(id),
+    allocated = tonumber(s.allocated),
+    reserved = tonumber(s.reserved),
+    cached = tonumber(s.reserved - s.allocated),
+    peak = tonumber(s.peak),
+    num_allocs = tonumber(s.num_allocs),
+    limit = tonumber(s.limit),
+  }
+end
+
+-- Releases garbage tensors first, so the figures and the cache reflect live tensors only.
+function M.empty_cache(device)
+  core.collect()
+  core.check(C.em_memory_empty_cache(core.device_id(device, 'memory.empty_cache')))
+end
+
+function M.set_limit(device, bytes)
+  if bytes == nil and type(device) == 'number' then device, bytes = nil, device end
+  if type(bytes) ~= 'number' then
+    error('memory.set_limit: expected a limit in bytes (0 for none), got ' .. type(bytes), 2)
+  end
+  core.check(C.em_memory_set_limit(core.device_id(device, 'memory.set_limit'), bytes))
+end
+
+function M.reset_peak(device)
+  core.check(C.em_memory_reset_peak(core.device_id(device, 'memory.reset_peak')))
+end
+
+-- Releases the memory of tensors Lua no longer references (a full collection and a sweep).
+M.collect = core.collect
+
+return M

@@ -1,0 +1,81 @@
+local H = require 'tests.lua.helpers'
+local ember = H.ember
+
+describe('memory statistics', function()
+  it('counts the bytes of live tensors', function()
+    ember.memory.collect()
+    local before = ember.memory.stats()
+    local x = ember.zeros(1000, 250) -- 1e6 bytes
+    local during = ember.memory.stats()
+    assert.are.equal(1000000, during.allocated - before.allocated)
+    assert.is_true(during.peak >= during.allocated)
+    assert.is_true(during.num_allocs > before.num_allocs)
+    assert.is_true(during.reserved >= during.allocated)
+    x = nil
+    ember.memory.collect()
+    assert.are.equal(before.allocated, ember.memory.stats().allocated)
+  end)
+
+  it('resets the peak to the current figure', function()
+    local x = ember.zeros(1000, 100)
+    x = nil
+    ember.memory.collect()
+    ember.memory.reset_peak()
+    local s = ember.memory.stats()
+    assert.are.equal(s.allocated, s.peak)
+  end)
+
+  it('keeps large freed blocks cached and empties the cache on request', function()
+    local x = ember.zeros(1024, 1024) -- 4 MiB: a cached size
+    x = nil
+    ember.memory.collect()
+    assert.is_true(ember.memory.stats().cached >= 4 * 1024 * 1024)
+    ember.memory.empty_cache()
+    assert.are.equal(0, ember.memory.stats().cached)
+  end)
+end)
+
+describe('memory limits', function()
+  after_each(function() ember.memory.set_limit('cpu', 0) end)
+
+  it('raises a catchable out-of-memory error with the figures, and recovers', function()
+    ember.memory.collect()
+    local keep = ember.ones(1000)
+    local base = ember.memory.stats().allocated
+    ember.memory.set_limit('cpu', base + 8 * 1024 * 1024)
+    local ok, err = pcall(ember.zeros, 4 * 1024 * 1024) -- 16 MiB
+    assert.is_false(ok)
+    assert.is_truthy(err:find('out of memory on cpu: tried to allocate 16.0 MiB (allocated', 1, true))
+    assert.is_truthy(err:find('limit 8.', 1, true))
+    -- the process and existing tensors are intact, and a smaller request succeeds
+    assert.are.equal(1000, keep:numel())
+    H.assert_close(keep[1000], 1)
+    local small = ember.zeros(1024 * 1024) -- 4 MiB
+    assert.are.equal(1024 * 1024, small:numel())
+  end)
+
+  it('collects garbage tensors before giving up', function()
+    ember.memory.collect()
+    local base = ember.memory.stats().allocated
+    ember.memory.set_limit('cpu', base + 10 * 1024 * 1024)
+    for _ = 1, 50 do
+      local t = ember.zeros(1024 * 1024) -- 4 MiB each; only garbage holds the earlier ones
+      assert.are.equal(1024 * 1024, t:numel())
+    end
+  end)
+
+  it('rejects a negative limit', function()
+    H.assert_error(function() ember.memory.set_limit('cpu', -1) end,
+      'memory.set_limit: expected a limit >= 0 bytes, got -1')
+  end)
+end)
+
+describe('threads', function()
+  it('sets and reads the thread count', function()
+    local n = ember.get_num_threads()
+    ember.set_num_threads(1)
+    assert.are.equal(1, ember.get_num_threads())
+    ember.set_num_threads(n)
+    H.assert_error(function() ember.set_num_threads(0) end, 'set_num_threads: expected a positive integer')
+  end)
+end)
