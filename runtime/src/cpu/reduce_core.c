@@ -1,0 +1,294 @@
+/*
+ * reduce_core.c: the plan and the walkers shared by the CPU reduction family (reduce_core.h
+ * explains the row and column paths), and the typed tile loads and stores.
+ */
+#include <stdlib.h>
+
+#include "reduce_core.h"
+
+/* ---- the plan ------------------------------------------------------------------------------ */
+
+typedef struct dim_rec {
+  int64_t size, xs, os; /* size, x stride and out stride in bytes */
+} dim_rec;
+
+static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/* Outermost (largest |x stride|) first; stable, so equal strides keep their order. */
+static void sort_dims(dim_rec *d, int n) {
+  for (int i = 1; i < n; i++) {
+    dim_rec cur = d[i];
+    int j = i - 1;
+    while (j >= 0 && abs64(d[j].xs) < abs64(cur.xs)) {
+      d[j + 1] = d[j];
+      j--;
+    }
+    d[j + 1] = cur;
+  }
+}
+
+/* Merges an outer dim into the next inner one when both x and out step evenly across them. */
+static int coalesce(dim_rec *d, int n) {
+  if (n == 0) return 0;
+  int m = 1;
+  for (int i = 1; i < n; i++) {
+    dim_rec *prev = &d[m - 1];
+    if (prev->xs == d[i].xs * d[i].size && prev->os == d[i].os * d[i].size) {
+      prev->size *= d[i].size;
+      prev->xs = d[i].xs;
+      prev->os = d[i].os;
+    } else {
+      d[m++] = d[i];
+    }
+  }
+  return m;
+}
+
+static int64_t store_dims(const dim_rec *d, int n, int64_t *size, int64_t *xs, int64_t *os) {
+  int64_t total = 1;
+  for (int i = 0; i < n; i++) {
+    size[i] = d[i].size;
+    xs[i] = d[i].xs;
+    os[i] = d[i].os;
+    total *= d[i].size;
+  }
+  if (n == 0) { /* a virtual size-1 dim keeps the walkers free of special cases */
+    size[0] = 1;
+    xs[0] = os[0] = 0;
+  }
+  return total;
+}
+
+void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint32_t mask) {
+  int64_t xes = (int64_t)em_dtypes[x->dtype_id].size, oes = (int64_t)em_dtypes[out->dtype_id].size;
+  dim_rec kept[EM_MAX_DIMS], red[EM_MAX_DIMS];
+  int nk = 0, nr = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    int64_t n = x->sizes[d];
+    if (n == 1) continue;
+    bool walks_out = out->ndim == x->ndim && out->sizes[d] == n;
+    dim_rec r = {n, x->strides[d] * xes, walks_out ? out->strides[d] * oes : 0};
+    if (mask & (1u << d)) red[nr++] = r;
+    else kept[nk++] = r;
+  }
+  sort_dims(kept, nk);
+  sort_dims(red, nr);
+  nk = coalesce(kept, nk);
+  nr = coalesce(red, nr);
+  p->nout = store_dims(kept, nk, p->ksize, p->kx, p->ko);
+  p->nred = store_dims(red, nr, p->rsize, p->rx, p->ro);
+  p->nk = nk > 0 ? nk : 1;
+  p->nr = nr > 0 ? nr : 1;
+  p->x = em_cpu_ptr(x);
+  p->o = em_cpu_ptr(out);
+  p->xd = (em_dtype)x->dtype_id;
+  p->od = (em_dtype)out->dtype_id;
+
+  /* The column path pays off when neighbouring outputs are closer in memory than neighbouring
+   * reduced elements. */
+  int64_t kin = p->kx[p->nk - 1], rin = p->rx[p->nr - 1], kn = p->ksize[p->nk - 1];
+  p->column = kn > 1 && kin != 0 && (rin == 0 || abs64(kin) < abs64(rin));
+  p->nchunks = (kn + EM_RED_W - 1) / EM_RED_W;
+  p->ngroups = kn > 0 ? p->nout / kn * p->nchunks : 0;
+}
+
+void em_red_out_offsets(const em_red_plan *p, int64_t o, int64_t *xoff, int64_t *ooff) {
+  int64_t xo = 0, oo = 0;
+  for (int d = p->nk - 1; d >= 0; d--) {
+    int64_t c = o % p->ksize[d];
+    o /= p->ksize[d];
+    xo += c * p->kx[d];
+    oo += c * p->ko[d];
+  }
+  *xoff = xo;
+  *ooff = oo;
+}
+
+int em_red_group(const em_red_plan *p, int64_t g, int64_t *xoff, int64_t *ooff) {
+  int last = p->nk - 1;
+  int64_t chunk = g % p->nchunks, outer = g / p->nchunks;
+  int64_t xo = chunk * EM_RED_W * p->kx[last], oo = chunk * EM_RED_W * p->ko[last];
+  for (int d = last - 1; d >= 0; d--) {
+    int64_t c = outer % p->ksize[d];
+    outer /= p->ksize[d];
+    xo += c * p->kx[d];
+    oo += c * p->ko[d];
+  }
+  *xoff = xo;
+  *ooff = oo;
+  int64_t left = p->ksize[last] - chunk * EM_RED_W;
+  return left < EM_RED_W ? (int)left : EM_RED_W;
+}
+
+/* ---- walkers ------------------------------------------------------------------------------- */
+
+static void reduced_coords(const em_red_plan *p, int64_t r, int64_t *coord) {
+  for (int d = p->nr - 1; d >= 0; d--) {
+    coord[d] = r % p->rsize[d];
+    r /= p->rsize[d];
+  }
+}
+
+static void reduced_offsets(const em_red_plan *p, const int64_t *coord, int64_t *xo, int64_t *oo) {
+  *xo = *oo = 0;
+  for (int d = 0; d < p->nr; d++) {
+    *xo += coord[d] * p->rx[d];
+    *oo += coord[d] * p->ro[d];
+  }
+}
+
+/* Advances the odometer past the innermost dim after it reached its size. */
+static void carry(const em_red_plan *p, int64_t *coord) {
+  for (int d = p->nr - 1; d > 0 && coord[d] >= p->rsize[d]; d--) {
+    coord[d] = 0;
+    coord[d - 1]++;
+  }
+}
+
+void em_red_walk_runs(const em_red_plan *p, const char *xb, char *ob, int64_t b, int64_t e,
+                      em_red_run_fn fn, void *ctx) {
+  if (b >= e) return;
+  int in = p->nr - 1;
+  int64_t coord[EM_MAX_DIMS];
+  reduced_coords(p, b, coord);
+  int64_t pos = b;
+  while (pos < e) {
+    int64_t xo, oo;
+    reduced_offsets(p, coord, &xo, &oo);
+    int64_t run = p->rsize[in] - coord[in];
+    if (run > e - pos) run = e - pos;
+    for (int64_t i = 0; i < run; i += EM_RED_TILE) {
+      int n = run - i < EM_RED_TILE ? (int)(run - i) : EM_RED_TILE;
+      fn(ctx, xb + xo + i * p->rx[in], ob + oo + i * p->ro[in], n, pos + i);
+    }
+    pos += run;
+    coord[in] += run;
+    carry(p, coord);
+  }
+}
+
+void em_red_walk_rows(const em_red_plan *p, const char *xb, char *ob, int64_t b, int64_t e,
+                      em_red_row_fn fn, void *ctx) {
+  if (b >= e) return;
+  int in = p->nr - 1;
+  int64_t coord[EM_MAX_DIMS];
+  reduced_coords(p, b, coord);
+  int64_t pos = b;
+  while (pos < e) {
+    int64_t xo, oo;
+    reduced_offsets(p, coord, &xo, &oo);
+    int64_t run = p->rsize[in] - coord[in];
+    if (run > e - pos) run = e - pos;
+    for (int64_t i = 0; i < run; i++) fn(ctx, xb + xo + i * p->rx[in], ob + oo + i * p->ro[in], pos + i);
+    pos += run;
+    coord[in] += run;
+    carry(p, coord);
+  }
+}
+
+/* ---- tile loads and stores ----------------------------------------------------------------- */
+
+/* A contiguous run gets a plain indexed loop (the compiler vectorizes the conversions); any
+ * other stride walks bytes. */
+#define LOAD_LOOP(T, CONV)                                                                    \
+  do {                                                                                        \
+    if (stride == (int64_t)sizeof(T)) {                                                       \
+      const T *s_ = (const T *)src;                                                           \
+      for (int i = 0; i < n; i++) dst[i] = CONV(s_[i]);                                       \
+    } else {                                                                                  \
+      for (int i = 0; i < n; i++) dst[i] = CONV(*(const T *)(src + i * stride));              \
+    }                                                                                         \
+  } while (0)
+
+#define AS_IS(v) (v)
+#define NONZERO(v) ((v) != 0)
+#define HALF(v) em_half_to_float(v)
+#define BF16(v) em_bf16_to_float(v)
+
+void em_red_load_f64(double *dst, const char *src, int64_t stride, int n, em_dtype dt) {
+  switch (dt) {
+  case EM_FLOAT32: LOAD_LOOP(float, AS_IS); break;
+  case EM_FLOAT64: LOAD_LOOP(double, AS_IS); break;
+  case EM_FLOAT16: LOAD_LOOP(uint16_t, HALF); break;
+  case EM_BFLOAT16: LOAD_LOOP(uint16_t, BF16); break;
+  case EM_INT8: LOAD_LOOP(int8_t, AS_IS); break;
+  case EM_UINT8: LOAD_LOOP(uint8_t, AS_IS); break;
+  case EM_INT16: LOAD_LOOP(int16_t, AS_IS); break;
+  case EM_INT32: LOAD_LOOP(int32_t, AS_IS); break;
+  case EM_INT64: LOAD_LOOP(int64_t, (double)); break;
+  case EM_BOOL: LOAD_LOOP(uint8_t, NONZERO); break;
+  default: break;
+  }
+}
+
+/* Float dtypes truncate toward zero with saturation (only reached when a caller asks for an
+ * integer view of float data). */
+#define SAT(v) em_sat_i64(v)
+#define SAT_HALF(v) em_sat_i64(em_half_to_float(v))
+#define SAT_BF16(v) em_sat_i64(em_bf16_to_float(v))
+
+void em_red_load_i64(int64_t *dst, const char *src, int64_t stride, int n, em_dtype dt) {
+  switch (dt) {
+  case EM_FLOAT32: LOAD_LOOP(float, SAT); break;
+  case EM_FLOAT64: LOAD_LOOP(double, SAT); break;
+  case EM_FLOAT16: LOAD_LOOP(uint16_t, SAT_HALF); break;
+  case EM_BFLOAT16: LOAD_LOOP(uint16_t, SAT_BF16); break;
+  case EM_INT8: LOAD_LOOP(int8_t, AS_IS); break;
+  case EM_UINT8: LOAD_LOOP(uint8_t, AS_IS); break;
+  case EM_INT16: LOAD_LOOP(int16_t, AS_IS); break;
+  case EM_INT32: LOAD_LOOP(int32_t, AS_IS); break;
+  case EM_INT64: LOAD_LOOP(int64_t, AS_IS); break;
+  case EM_BOOL: LOAD_LOOP(uint8_t, NONZERO); break;
+  default: break;
+  }
+}
+
+#define STORE_LOOP(T, CONV)                                                                   \
+  do {                                                                                        \
+    if (stride == (int64_t)sizeof(T)) {                                                       \
+      T *d_ = (T *)dst;                                                                       \
+      for (int i = 0; i < n; i++) d_[i] = CONV(src[i]);                                       \
+    } else {                                                                                  \
+      for (int i = 0; i < n; i++) *(T *)(dst + i * stride) = CONV(src[i]);                    \
+    }                                                                                         \
+  } while (0)
+
+#define TO_F32(v) ((float)(v))
+#define TO_HALF(v) em_float_to_half((float)(v))
+#define TO_BF16(v) em_float_to_bf16((float)(v))
+#define TO_BOOL(v) ((uint8_t)((v) != 0))
+#define SAT_TO(T) (T) em_sat_i64
+
+void em_red_store_f64(char *dst, int64_t stride, const double *src, int n, em_dtype dt) {
+  switch (dt) {
+  case EM_FLOAT32: STORE_LOOP(float, TO_F32); break;
+  case EM_FLOAT64: STORE_LOOP(double, AS_IS); break;
+  case EM_FLOAT16: STORE_LOOP(uint16_t, TO_HALF); break;
+  case EM_BFLOAT16: STORE_LOOP(uint16_t, TO_BF16); break;
+  case EM_INT8: STORE_LOOP(int8_t, SAT_TO(int8_t)); break;
+  case EM_UINT8: STORE_LOOP(uint8_t, SAT_TO(uint8_t)); break;
+  case EM_INT16: STORE_LOOP(int16_t, SAT_TO(int16_t)); break;
+  case EM_INT32: STORE_LOOP(int32_t, SAT_TO(int32_t)); break;
+  case EM_INT64: STORE_LOOP(int64_t, em_sat_i64); break;
+  case EM_BOOL: STORE_LOOP(uint8_t, TO_BOOL); break;
+  default: break;
+  }
+}
+
+#define I64_TO_F(T) (T)
+
+void em_red_store_i64(char *dst, int64_t stride, const int64_t *src, int n, em_dtype dt) {
+  switch (dt) {
+  case EM_FLOAT32: STORE_LOOP(float, TO_F32); break;
+  case EM_FLOAT64: STORE_LOOP(double, I64_TO_F(double)); break;
+  case EM_FLOAT16: STORE_LOOP(uint16_t, TO_HALF); break;
+  case EM_BFLOAT16: STORE_LOOP(uint16_t, TO_BF16); break;
+  case EM_INT8: STORE_LOOP(int8_t, (int8_t)); break;
+  case EM_UINT8: STORE_LOOP(uint8_t, (uint8_t)); break;
+  case EM_INT16: STORE_LOOP(int16_t, (int16_t)); break;
+  case EM_INT32: STORE_LOOP(int32_t, (int32_t)); break;
+  case EM_INT64: STORE_LOOP(int64_t, AS_IS); break;
+  case EM_BOOL: STORE_LOOP(uint8_t, TO_BOOL); break;
+  default: break;
+  }
+}
