@@ -11,7 +11,11 @@ local function options(opts, fn)
     error(fn .. ': expected an options table {dtype=..., device=...}, got ' .. type(opts), 3)
   end
   opts = opts or {}
-  return core.dtype_id(opts.dtype, fn) or core.default_dtype, core.device_id(opts.device, fn)
+  local d = opts.dtype
+  if d ~= nil and type(d) ~= 'string' and type(d) ~= 'number' then
+    error(("%s: expected a dtype name such as 'float32', got %s"):format(fn, type(d)), 3)
+  end
+  return core.dtype_id(d, fn) or core.default_dtype, core.device_id(opts.device, fn)
 end
 M.options = options
 
@@ -27,14 +31,17 @@ M.empty = make('empty', C.em_empty)
 M.zeros = make('zeros', C.em_zeros)
 M.ones = make('ones', C.em_ones)
 
+-- full(sizes, value [, opts]): a boolean value makes a bool tensor unless opts.dtype says.
 function M.full(size, value, opts)
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
     error('full: expected a fill value, got ' .. type(value), 2)
   end
-  if type(value) == 'boolean' then value = value and 1 or 0 end
+  local is_bool = type(value) == 'boolean'
+  if is_bool then value = value and 1 or 0 end
   local n, sizes = core.parse_sizes('full', size)
   local dtype, device = options(opts, 'full')
-  return own(C.em_full(n, sizes, value, dtype, device))
+  if is_bool and (opts == nil or opts.dtype == nil) then dtype = C.EM_BOOL end
+  return own(C.em_full(n, sizes, value, dtype, device), C.em_full, n, sizes, value, dtype, device)
 end
 
 -- Nested tables give the shape; numbers and booleans the values.
@@ -65,7 +72,7 @@ function M.tensor(data, opts)
   local count = 1
   for i = 1, #shape do count = count * shape[i] end
   local buf = ffi.new('double[?]', math.max(count, 1))
-  local pos, saw_bool = 0, false
+  local pos, saw_bool, saw_number = 0, false, false
   local function fill(t, depth, path)
     if #t ~= shape[depth] then
       error(('tensor: ragged nested table: expected %d elements at %s, got %d'):format(
@@ -74,7 +81,8 @@ function M.tensor(data, opts)
     for i = 1, #t do
       local v = t[i]
       if depth == #shape then
-        if type(v) == 'boolean' then saw_bool = true; v = v and 1 or 0 end
+        if type(v) == 'boolean' then saw_bool = true; v = v and 1 or 0
+        elseif type(v) == 'number' then saw_number = true end
         if type(v) ~= 'number' then
           error(('tensor: expected a number at %s[%d], got %s'):format(path, i, type(v)), 5)
         end
@@ -90,7 +98,7 @@ function M.tensor(data, opts)
     end
   end
   if #shape > 0 and shape[1] > 0 then fill(data, 1, 'data') end
-  if saw_bool then default = C.EM_BOOL end
+  if saw_bool and not saw_number then default = C.EM_BOOL end -- {true, 2} is numeric
   local dtype = core.dtype_id(opts.dtype, 'tensor') or default
   local sizes = ffi.new('int64_t[8]', shape)
   return own(C.em_from_buffer(buf, C.EM_FLOAT64, #shape, sizes, dtype,
@@ -114,13 +122,32 @@ function M.arange(a, b, c, d)
   return own(C.em_arange(start, stop, step, dtype, device))
 end
 
-function M.linspace(start, stop, steps, opts)
-  local dtype, device = options(opts, 'linspace')
-  return own(C.em_linspace(start, stop, steps or 100, dtype, device))
+local function check_integer(fn, what, v)
+  if type(v) ~= 'number' or v ~= math.floor(v) or v ~= v then
+    error(('%s: expected an integer %s, got %s'):format(fn, what, tostring(v)), 3)
+  end
 end
 
+-- linspace(start, end [, steps = 100] [, opts]): both ends included and exact.
+function M.linspace(start, stop, steps, opts)
+  if type(steps) == 'table' then opts, steps = steps, nil end
+  if type(start) ~= 'number' or type(stop) ~= 'number' then
+    error('linspace: expected numbers for start and end', 2)
+  end
+  steps = steps or 100
+  check_integer('linspace', 'number of steps', steps)
+  local dtype, device = options(opts, 'linspace')
+  return own(C.em_linspace(start, stop, steps, dtype, device))
+end
+
+-- eye(n [, m] [, opts]): ones on the diagonal of an n x m (default n x n) matrix.
 function M.eye(n, m, opts)
   if type(m) == 'table' then opts, m = m, nil end
+  check_integer('eye', 'n', n)
+  if m ~= nil then
+    check_integer('eye', 'm', m)
+    if m < 0 then error(('eye: expected m >= 0, got %d'):format(m), 2) end
+  end
   local dtype, device = options(opts, 'eye')
   return own(C.em_eye(n, m or -1, dtype, device))
 end

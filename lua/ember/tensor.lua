@@ -68,29 +68,75 @@ end
 function methods.view_as(x, other) return methods.view(x, other:size()) end
 function methods.reshape_as(x, other) return methods.reshape(x, other:size()) end
 
+-- A Lua dimension (1-based; negative counts from the end) of a tensor with n dimensions, as
+-- C's dim. Checked here so that errors name the dimension the way the caller wrote it.
+local function ldim(d, n, fn)
+  if type(d) ~= 'number' or d ~= math.floor(d) then
+    error(('%s: expected an integer dimension, got %s'):format(fn, tostring(d)), 3)
+  end
+  if d == 0 then error(fn .. ': dimensions are 1-based in Lua; got 0', 3) end
+  local m = n > 0 and n or 1 -- a scalar accepts 1 and -1, as PyTorch's accept 0 and -1
+  if d > m or d < -m then
+    error(('%s: dimension %d out of range for a %d-d tensor'):format(fn, d, n), 3)
+  end
+  return d > 0 and d - 1 or d
+end
+
+local function check_integer(fn, what, v)
+  if type(v) ~= 'number' or v ~= math.floor(v) then
+    error(('%s: expected an integer %s, got %s'):format(fn, what, tostring(v)), 3)
+  end
+end
+
+local function dim_size(x, d) return tonumber(x.ptr.sizes[d < 0 and x.ptr.ndim + d or d]) end
+
+-- narrow(dim, start, length): length elements from start (1-based; negative from the end).
 function methods.narrow(x, dim, start, length)
-  return own(C.em_narrow(x.ptr, cdim(dim, 'narrow'), start - 1, length))
+  local d = ldim(dim, x.ptr.ndim, 'narrow')
+  check_integer('narrow', 'start', start)
+  check_integer('narrow', 'length', length)
+  if start == 0 then error('narrow: indices are 1-based in Lua; got 0', 2) end
+  if x.ptr.ndim == 0 then return own(C.em_narrow(x.ptr, d, 0, length)) end -- C's 0-d error
+  local n = dim_size(x, d)
+  local s = start > 0 and start - 1 or n + start
+  if s < 0 or s > n or length < 0 or s + length > n then
+    error(('narrow: start %d and length %d are out of range for dimension %d of size %d'):format(
+      start, length, dim, n), 2)
+  end
+  return own(C.em_narrow(x.ptr, d, s, length))
 end
 
 function methods.select(x, dim, index)
-  local i = index > 0 and index - 1 or index
+  local d = ldim(dim, x.ptr.ndim, 'select')
+  check_integer('select', 'index', index)
   if index == 0 then error('select: indices are 1-based in Lua; got 0', 2) end
-  return own(C.em_select(x.ptr, cdim(dim, 'select'), i))
+  if x.ptr.ndim == 0 then return own(C.em_select(x.ptr, d, 0)) end -- C's 0-d error
+  local n = dim_size(x, d)
+  if index > n or index < -n then
+    error(('select: index %d is out of range for dimension %d of size %d'):format(index, dim, n), 2)
+  end
+  return own(C.em_select(x.ptr, d, index > 0 and index - 1 or index))
 end
 
 -- slice(dim, start, stop, step): 1-based, inclusive stop, as Torch7 ranges.
 function methods.slice(x, dim, start, stop, step)
-  local d = cdim(dim, 'slice')
-  local size = x.ptr.ndim > 0 and tonumber(x.ptr.sizes[d < 0 and x.ptr.ndim + d or d]) or 1
+  local d = ldim(dim, x.ptr.ndim, 'slice')
+  local size = x.ptr.ndim > 0 and dim_size(x, d) or 1
   start = start or 1
   stop = stop or size
+  step = step or 1
+  check_integer('slice', 'start', start)
+  check_integer('slice', 'stop', stop)
+  check_integer('slice', 'step', step)
+  if start == 0 or stop == 0 then error('slice: indices are 1-based in Lua; got 0', 2) end
   if start < 0 then start = size + start + 1 end
   if stop < 0 then stop = size + stop + 1 end
-  return own(C.em_slice(x.ptr, d, start - 1, stop, step or 1))
+  return own(C.em_slice(x.ptr, d, start - 1, stop, step))
 end
 
 function methods.transpose(x, d0, d1)
-  return own(C.em_transpose(x.ptr, cdim(d0 or 1, 'transpose'), cdim(d1 or 2, 'transpose')))
+  local n = x.ptr.ndim
+  return own(C.em_transpose(x.ptr, ldim(d0 or 1, n, 'transpose'), ldim(d1 or 2, n, 'transpose')))
 end
 function methods.t(x) return own(C.em_t(x.ptr)) end
 
@@ -105,6 +151,9 @@ end
 M.parse_dims = parse_dims
 
 function methods.permute(x, ...)
+  local first = select(1, ...)
+  local list = type(first) == 'table' and first or { ... }
+  for i = 1, #list do ldim(list[i], x.ptr.ndim, 'permute') end
   local n, dims = parse_dims('permute', ...)
   return own(C.em_permute(x.ptr, n, dims))
 end
@@ -117,20 +166,30 @@ function methods.expand_as(x, other) return methods.expand(x, other:size()) end
 
 function methods.squeeze(x, dim)
   if dim == nil then return own(C.em_squeeze_all(x.ptr)) end
-  return own(C.em_squeeze(x.ptr, cdim(dim, 'squeeze')))
+  return own(C.em_squeeze(x.ptr, ldim(dim, x.ptr.ndim, 'squeeze')))
 end
 
 function methods.unsqueeze(x, dim)
   -- dim is a position in the result (1 .. ndim + 1); -1 appends.
-  return own(C.em_unsqueeze(x.ptr, cdim(dim, 'unsqueeze')))
+  if x.ptr.ndim >= 8 then return own(C.em_unsqueeze(x.ptr, 0)) end -- C's "at most 8" error
+  return own(C.em_unsqueeze(x.ptr, ldim(dim, x.ptr.ndim + 1, 'unsqueeze')))
 end
 
 function methods.unfold(x, dim, size, step)
-  return own(C.em_unfold(x.ptr, cdim(dim, 'unfold'), size, step))
+  local d = ldim(dim, x.ptr.ndim, 'unfold')
+  check_integer('unfold', 'size', size)
+  check_integer('unfold', 'step', step)
+  return own(C.em_unfold(x.ptr, d, size, step))
 end
 
 function methods.flatten(x, start_dim, end_dim)
-  return own(C.em_flatten(x.ptr, cdim(start_dim or 1, 'flatten'), cdim(end_dim or -1, 'flatten')))
+  local n = x.ptr.ndim
+  start_dim, end_dim = start_dim or 1, end_dim or -1
+  local s, e = ldim(start_dim, n, 'flatten'), ldim(end_dim, n, 'flatten')
+  if n > 0 and (s < 0 and n + s or s) > (e < 0 and n + e or e) then
+    error(('flatten: start_dim %d comes after end_dim %d'):format(start_dim, end_dim), 2)
+  end
+  return own(C.em_flatten(x.ptr, s, e))
 end
 
 function methods.contiguous(x) return own(C.em_contiguous(x.ptr), C.em_contiguous, x.ptr) end

@@ -38,9 +38,12 @@ int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
     return em_error("%s: expected at most %d dimensions, got %d", fn, EM_MAX_DIMS, ndim);
   int64_t total = 1;
   for (int i = 0; i < ndim; i++) {
-    if (sizes[i] < 0)
-      return em_error("%s: expected sizes >= 0, got %lld in dimension %d", fn,
-                      (long long)sizes[i], i);
+    if (sizes[i] < 0) {
+      /* The whole shape, not a dimension number: C counts from 0 and Lua from 1. */
+      char buf[EM_SHAPE_BUF];
+      return em_error("%s: expected sizes >= 0, got %s", fn,
+                      em_shape_str(buf, sizeof buf, ndim, sizes));
+    }
     /* The byte count must fit too: keep 4 bits of headroom for the element size. */
     if (__builtin_mul_overflow(total, sizes[i], &total) || total > (INT64_MAX >> 4))
       return em_error("%s: shape is too large", fn);
@@ -194,21 +197,27 @@ em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device) 
   return alloc_tensor("empty", ndim, sizes, dtype, device);
 }
 
-em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device) {
-  em_tensor *t = alloc_tensor("full", ndim, sizes, dtype, device);
-  if (t && em_device_backend(device)->fill(t, value) != 0) {
+/* full under the name of the function the caller called, for its error messages. */
+static em_tensor *full_named(const char *fn, int ndim, const int64_t *sizes, double value,
+                             em_dtype dtype, int device) {
+  em_tensor *t = alloc_tensor(fn, ndim, sizes, dtype, device);
+  if (t && em_numel(t) > 0 && em_device_backend(device)->fill(t, value) != 0) {
     em_release(t);
     return NULL;
   }
   return t;
 }
 
+em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device) {
+  return full_named("full", ndim, sizes, value, dtype, device);
+}
+
 em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
-  return em_full(ndim, sizes, 0.0, dtype, device);
+  return full_named("zeros", ndim, sizes, 0.0, dtype, device);
 }
 
 em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
-  return em_full(ndim, sizes, 1.0, dtype, device);
+  return full_named("ones", ndim, sizes, 1.0, dtype, device);
 }
 
 em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped) {
@@ -268,6 +277,13 @@ em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, 
   if (steps < 0) return em_error_null("linspace: expected steps >= 0, got %lld", (long long)steps);
   em_tensor *t = alloc_tensor("linspace", 1, &steps, dtype, device);
   if (t == NULL) return NULL;
+  if (steps == 1) { /* the one point is start, as in PyTorch and NumPy */
+    if (em_fill_(t, start) != 0) {
+      em_release(t);
+      return NULL;
+    }
+    return t;
+  }
   const em_backend *be = em_device_backend(device);
   if (be->linspace == NULL || be->linspace(t, start, end) != 0) {
     if (be->linspace == NULL) em_error("linspace: not implemented on %s", be->name);
@@ -278,9 +294,10 @@ em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, 
 }
 
 em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device) {
-  if (m < 0) m = n;
+  if (m < 0) m = n; /* eye(n): square */
+  if (n < 0) return em_error_null("eye: expected n >= 0, got %lld", (long long)n);
   int64_t sizes[2] = {n, m};
-  em_tensor *t = em_zeros(2, sizes, dtype, device);
+  em_tensor *t = full_named("eye", 2, sizes, 0.0, dtype, device);
   if (t == NULL || n == 0 || m == 0) return t;
   /* The diagonal is a strided view: fill it with ones. */
   int64_t len = n < m ? n : m, stride = m + 1;

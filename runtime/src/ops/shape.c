@@ -9,14 +9,15 @@ em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
   if (em_check_shape("as_strided", ndim, sizes) != 0) return NULL;
   /* The view must stay inside the storage. */
   int64_t lo = offset, hi = offset, esize = (int64_t)em_dtypes[t->dtype_id].size;
-  bool empty = false;
+  bool empty = false, overflow = false;
   for (int i = 0; i < ndim; i++) {
     if (sizes[i] == 0) empty = true;
-    int64_t span = (sizes[i] - 1) * strides[i];
-    if (span > 0) hi += span;
-    else lo += span;
+    /* Overflow-checked: sizes and strides come straight from the caller. */
+    int64_t span;
+    overflow |= __builtin_mul_overflow(sizes[i] > 0 ? sizes[i] - 1 : 0, strides[i], &span);
+    overflow |= __builtin_add_overflow(span > 0 ? hi : lo, span, span > 0 ? &hi : &lo);
   }
-  if (!empty && (lo < 0 || (hi + 1) * esize > (int64_t)t->storage->nbytes))
+  if (!empty && (overflow || lo < 0 || hi >= (int64_t)t->storage->nbytes / esize))
     return em_error_null("as_strided: view reaches outside its storage of %lld elements",
                          (long long)((int64_t)t->storage->nbytes / esize));
   return em_tensor_view_of(t, ndim, sizes, strides, offset);
@@ -36,8 +37,8 @@ static int infer_sizes(const char *fn, const em_tensor *t, int ndim, const int64
       infer = i;
     } else if (in[i] < 0) {
       return em_error("%s: invalid size %lld in dimension %d", fn, (long long)in[i], i);
-    } else {
-      known *= in[i];
+    } else if (__builtin_mul_overflow(known, in[i], &known)) {
+      goto mismatch; /* more elements than any tensor holds */
     }
   }
   if (infer >= 0) {
@@ -256,6 +257,10 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step) {
     return em_error_null("unfold: size %lld is larger than dimension %d (%lld)", (long long)size,
                          dim, (long long)n);
   if (step <= 0) return em_error_null("unfold: expected a step > 0, got %lld", (long long)step);
+  if (t->ndim == 0) { /* a scalar is one window of `size` (0 or 1) elements, as in PyTorch */
+    int64_t one = 1;
+    return em_tensor_view_of(t, 1, &size, &one, t->offset);
+  }
   int64_t sizes[EM_MAX_DIMS], strides[EM_MAX_DIMS];
   memcpy(sizes, t->sizes, sizeof sizes);
   memcpy(strides, t->strides, sizeof strides);
