@@ -33,9 +33,7 @@ end
 -- Like core.own (retry once after a collection when memory ran out), with Lua-terms errors.
 local function own(p, retry_fn, ...)
   if p == nil and retry_fn and C.em_last_error_kind() == C.EM_ERR_OOM then
-    collectgarbage()
-    collectgarbage()
-    C.em_alloc_pressure_reset()
+    core.collect()
     p = retry_fn(...)
   end
   if p == nil then raise(3) end

@@ -435,14 +435,8 @@ em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, do
 
 /* ---- nonzero, masked_select ---------------------------------------------------------------- */
 
-/* ops/reduce.c lands separately from this file: until it does, counting reports "not
- * implemented" instead of breaking the link. TODO(idx): drop once reduce.c is in. */
-#pragma weak em_reduce
-
 /* Nonzero elements of x: x cast to bool (NaN is nonzero), summed. */
 static int count_nonzero(const char *fn, const em_tensor *x, int64_t *count) {
-  if (em_reduce == NULL)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: needs sum, which is not built", fn);
   em_tensor *b = em_to_dtype(x, EM_BOOL);
   em_tensor *sum = b ? em_reduce(EM_SUM, b, 0, NULL, 0) : NULL;
   int rc = sum ? em_item_int64(sum, count) : -1;

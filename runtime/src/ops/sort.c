@@ -96,10 +96,6 @@ done:
 
 /* ---- unique -------------------------------------------------------------------------------- */
 
-/* ops/reduce.c (cumsum) lands separately from this file: until it does, return_inverse reports
- * "not implemented" instead of breaking the link. TODO(idx): drop once reduce.c is in. */
-#pragma weak em_cumsum
-
 /* Where runs of equal values start in the sorted s (n >= 1): position 0, and every position
  * whose value differs from the one before. NaNs differ from each other, so each is its own
  * run, as in PyTorch. Returns the positions (1-D int64) or NULL. */
@@ -147,10 +143,6 @@ static em_tensor *run_counts(const em_tensor *starts, int64_t n) {
 
 /* inverse[perm[i]] = (run of sorted position i) = cumsum(mask)[i] - 1, in x's shape. */
 static em_tensor *run_inverse(const em_tensor *x, const em_tensor *mask, const em_tensor *perm) {
-  if (em_cumsum == NULL) {
-    em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "return_inverse needs cumsum, which is not built");
-    return NULL;
-  }
   int64_t n = perm->sizes[0];
   em_tensor *m64 = em_to_dtype(mask, EM_INT64);
   em_tensor *sum = m64 ? em_cumsum(m64, 0) : NULL;
