@@ -275,28 +275,24 @@ int em_bernoulli_(em_tensor *t, double p) {
   return fill_any(fn, t, EM_RANDOM_BERNOULLI, p, 0.0);
 }
 
-/* Checks that p holds probabilities (NaN fails too). It reads p on the host: reductions are
- * another family's kernels and a device without them must still run bernoulli; on the CPU the
- * float64 copy costs what a reduction would. */
+/* Checks that p holds probabilities, with two reductions on p's device (NaN fails too: amin
+ * and amax propagate it). */
 static int check_probabilities(const char *fn, const em_tensor *p) {
-  int64_t n = em_numel(p);
-  if (n == 0) return 0;
-  em_tensor *host = em_to_device(p, EM_CPU);
-  em_tensor *d = host ? em_to_dtype(host, EM_FLOAT64) : NULL;
-  em_release(host);
-  if (d == NULL) {
+  if (em_numel(p) == 0) return 0;
+  double lo = 0, hi = 0;
+  em_tensor *mn = em_reduce(EM_AMIN, p, 0, NULL, 0);
+  em_tensor *mx = mn ? em_reduce(EM_AMAX, p, 0, NULL, 0) : NULL;
+  int rc = mx && em_item(mn, &lo) == 0 && em_item(mx, &hi) == 0 ? 0 : -1;
+  em_release(mn);
+  em_release(mx);
+  if (rc != 0) {
     em_error_prefix(fn);
     return -1;
   }
-  const double *v = em_data_ptr(d);
-  int64_t bad = -1;
-  for (int64_t i = 0; i < n && bad < 0; i++)
-    if (!(v[i] >= 0 && v[i] <= 1)) bad = i;
-  double value = bad >= 0 ? v[bad] : 0;
-  em_release(d);
-  if (bad >= 0)
-    return em_error("%s: expected probabilities in [0, 1], got %g at flat index %lld", fn, value,
-                    (long long)bad);
+  if (lo != lo || hi != hi)
+    return em_error("%s: expected probabilities in [0, 1], got NaN", fn);
+  if (!(lo >= 0 && hi <= 1))
+    return em_error("%s: expected probabilities in [0, 1], got values from %g to %g", fn, lo, hi);
   return 0;
 }
 
