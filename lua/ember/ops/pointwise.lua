@@ -113,11 +113,180 @@ function methods.sub_(a, b, alpha)
   return a
 end
 M.add, M.sub = methods.add, methods.sub
-methods.true_divide = methods.div
 methods.multiply = methods.mul
 methods.subtract = methods.sub
 
+-- div(b, rounding_mode): nil is true division; 'floor' is floor_divide; 'trunc' rounds the
+-- quotient toward zero (for integers, exactly: a - fmod(a, b) is a multiple of b).
+local plain_div = methods.div
+local function integral(v)
+  if is_tensor(v) then return C.em_dtype_is_floating(v.ptr.dtype_id) == 0 end
+  return type(v) == 'number' and v == math.floor(v)
+end
+function methods.div(a, b, rounding_mode)
+  if rounding_mode == nil then return plain_div(a, b) end
+  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
+  if rounding_mode ~= 'trunc' then
+    error("div: rounding_mode must be nil, 'trunc' or 'floor', got " .. tostring(rounding_mode), 2)
+  end
+  if integral(a) and integral(b) then return methods.floor_divide(a - methods.fmod(a, b), b) end
+  return plain_div(a, b):trunc_()
+end
+function methods.div_(a, b, rounding_mode)
+  if rounding_mode == nil then
+    if is_tensor(b) then check(C.em_binary_(C.EM_DIV, a.ptr, b.ptr))
+    elseif type(b) == 'number' then check(C.em_binary_scalar_(C.EM_DIV, a.ptr, b))
+    else operand_error('div_', b) end
+    return a
+  end
+  return methods.copy_(a, methods.div(a, b, rounding_mode))
+end
+M.div = methods.div
+methods.true_divide = plain_div
+methods.divide = methods.div
+
+-- softplus(beta, threshold): PyTorch's parameters, composed from the beta = 1 kernel.
+local plain_softplus = methods.softplus
+function methods.softplus(x, beta, threshold)
+  beta, threshold = beta or 1, threshold or 20
+  if beta == 1 and threshold == 20 then return plain_softplus(x) end
+  local bx = x * beta
+  return M.where(bx:gt(threshold), x, methods.log1p(methods.exp(bx)) / beta)
+end
+M.softplus = methods.softplus
+
+-- ---- ternary ops ----------------------------------------------------------------------------
+-- A Lua number becomes a wrapped-number tensor, int64 when integral and float64 otherwise, so
+-- that dtype promotion treats it like a Python scalar (clamp(int_tensor, 0, 10) stays int).
+local function scalar_tensor(v, like)
+  if type(v) == 'boolean' then v = v and 1 or 0 end
+  local integral = v == math.floor(v) and math.abs(v) < 2 ^ 63
+  local device = like and like.ptr.device_id or C.em_default_device()
+  local dtype = integral and C.EM_INT64 or C.EM_FLOAT64
+  return own(C.em_scalar_tensor(v, dtype, device, 1), C.em_scalar_tensor, v, dtype, device, 1)
+end
+
+local function operand(fn, what, v, like)
+  if is_tensor(v) then return v end
+  if type(v) == 'number' or type(v) == 'boolean' then return scalar_tensor(v, like) end
+  error(('%s: expected a tensor or a number for %s, got %s'):format(fn, what, type(v)), 3)
+end
+
+local function need_tensor(fn, what, v)
+  if not is_tensor(v) then
+    error(('%s: expected a tensor for %s, got %s'):format(fn, what, type(v)), 3)
+  end
+end
+
+-- ember.where(cond, a, b): a where cond is true, else b. a and b may be numbers.
+function M.where(cond, a, b)
+  need_tensor('where', 'the condition', cond)
+  local ta = operand('where', 'the second argument', a, cond)
+  local tb = operand('where', 'the third argument', b, cond)
+  return own(C.em_where(cond.ptr, ta.ptr, tb.ptr), C.em_where, cond.ptr, ta.ptr, tb.ptr)
+end
+-- x:where(cond, y) is PyTorch's method form: where(cond, x, y).
+function methods.where(x, cond, y) return M.where(cond, x, y) end
+
+-- clamp(min, max): either bound may be nil (not both), a number or a tensor.
+local function bounds(fn, x, lo, hi)
+  local l = lo ~= nil and operand(fn, 'min', lo, x) or nil
+  local h = hi ~= nil and operand(fn, 'max', hi, x) or nil
+  return l and l.ptr or nil, h and h.ptr or nil, l, h
+end
+function methods.clamp(x, lo, hi)
+  need_tensor('clamp', 'the input', x)
+  local l, h, keep_l, keep_h = bounds('clamp', x, lo, hi)
+  local r = own(C.em_clamp(x.ptr, l, h), C.em_clamp, x.ptr, l, h)
+  local _ = keep_l, keep_h
+  return r
+end
+function methods.clamp_(x, lo, hi)
+  need_tensor('clamp_', 'the input', x)
+  local l, h, keep_l, keep_h = bounds('clamp_', x, lo, hi)
+  check(C.em_clamp_(x.ptr, l, h))
+  local _ = keep_l, keep_h
+  return x
+end
+function methods.clamp_min(x, lo) return methods.clamp(x, lo, nil) end
+function methods.clamp_max(x, hi) return methods.clamp(x, nil, hi) end
+function methods.clamp_min_(x, lo) return methods.clamp_(x, lo, nil) end
+function methods.clamp_max_(x, hi) return methods.clamp_(x, nil, hi) end
+methods.clip, methods.clip_ = methods.clamp, methods.clamp_
+M.clamp, M.clamp_min, M.clamp_max, M.clip = methods.clamp, methods.clamp_min,
+  methods.clamp_max, methods.clip
+
+-- lerp(end, weight): x + weight * (end - x); weight a number or a tensor.
+function methods.lerp(x, e, w)
+  need_tensor('lerp', 'the start', x)
+  local te, tw = operand('lerp', 'end', e, x), operand('lerp', 'weight', w, x)
+  return own(C.em_lerp(x.ptr, te.ptr, tw.ptr), C.em_lerp, x.ptr, te.ptr, tw.ptr)
+end
+function methods.lerp_(x, e, w)
+  need_tensor('lerp_', 'the start', x)
+  local te, tw = operand('lerp_', 'end', e, x), operand('lerp_', 'weight', w, x)
+  check(C.em_lerp_(x.ptr, te.ptr, tw.ptr))
+  return x
+end
+M.lerp = methods.lerp
+
+-- addcmul(t1, t2 [, value]) is x + value * t1 * t2 (PyTorch's order); Torch7's
+-- addcmul(value, t1, t2) is accepted too. addcdiv divides.
+local function addc_args(fn, a, b, c)
+  if type(a) == 'number' then a, b, c = b, c, a end
+  need_tensor(fn, 'tensor1', a)
+  need_tensor(fn, 'tensor2', b)
+  if c == nil then c = 1 end
+  if type(c) ~= 'number' then
+    error(('%s: expected a number for value, got %s'):format(fn, type(c)), 3)
+  end
+  return a, b, c
+end
+for name, cfun in pairs({ addcmul = 'em_addcmul', addcdiv = 'em_addcdiv' }) do
+  local f, f_ = C[cfun], C[cfun .. '_']
+  methods[name] = function(x, a, b, c)
+    need_tensor(name, 'the input', x)
+    local t1, t2, v = addc_args(name, a, b, c)
+    return own(f(x.ptr, t1.ptr, t2.ptr, v), f, x.ptr, t1.ptr, t2.ptr, v)
+  end
+  methods[name .. '_'] = function(x, a, b, c)
+    need_tensor(name .. '_', 'the input', x)
+    local t1, t2, v = addc_args(name .. '_', a, b, c)
+    check(f_(x.ptr, t1.ptr, t2.ptr, v))
+    return x
+  end
+  M[name] = methods[name]
+end
+
+-- masked_fill(mask, value): value where the bool mask is true; value is stored in x's dtype.
+local function fill_value(fn, v)
+  if type(v) == 'boolean' then return v and 1 or 0 end
+  if type(v) == 'number' then return v end
+  if is_tensor(v) and v.ptr.ndim == 0 then
+    local item = methods.item(v)
+    if type(item) == 'boolean' then return item and 1 or 0 end
+    return item
+  end
+  error(fn .. ': expected a number, a boolean or a 0-dim tensor as the value, got ' ..
+    (is_tensor(v) and ('a ' .. v.ptr.ndim .. '-d tensor') or type(v)), 3)
+end
+function methods.masked_fill(x, mask, value)
+  need_tensor('masked_fill', 'the mask', mask)
+  local v = fill_value('masked_fill', value)
+  return own(C.em_masked_fill(x.ptr, mask.ptr, v), C.em_masked_fill, x.ptr, mask.ptr, v)
+end
+function methods.masked_fill_(x, mask, value)
+  need_tensor('masked_fill_', 'the mask', mask)
+  check(C.em_masked_fill_(x.ptr, mask.ptr, fill_value('masked_fill_', value)))
+  return x
+end
+M.masked_fill = methods.masked_fill
+
 -- ---- operators ------------------------------------------------------------------------------
+-- +, -, *, /, % (remainder: the sign of the divisor, like Lua's own %), ^ (pow) and unary minus
+-- work elementwise with tensors or numbers on either side. Comparisons do not: Lua requires
+-- == to return one boolean (so x == y stays identity, as for any object) and turns a > b into
+-- b < a; so <, <=, >, >= raise an error that names the method to use instead.
 local mt = tensor.mt
 local add, sub, mul, div = binary('add', C.EM_ADD), binary('sub', C.EM_SUB),
   binary('mul', C.EM_MUL), binary('div', C.EM_DIV)
@@ -128,6 +297,14 @@ mt.__mul = mul
 mt.__div = div
 mt.__mod = rem
 mt.__pow = pow
-mt.__unm = function(x) return own(C.em_unary(C.EM_NEG, x.ptr)) end
+mt.__unm = function(x) return own(C.em_unary(C.EM_NEG, x.ptr), C.em_unary, C.EM_NEG, x.ptr) end
+mt.__lt = function()
+  error("tensor: use x:lt(y) for elementwise comparison (x:gt(y) for >): Lua's < and > " ..
+    'cannot return a tensor', 2)
+end
+mt.__le = function()
+  error("tensor: use x:le(y) for elementwise comparison (x:ge(y) for >=): Lua's <= and >= " ..
+    'cannot return a tensor', 2)
+end
 
 return M

@@ -1,101 +1,148 @@
 /*
- * pointwise.c: CPU kernels for unary and binary elementwise ops.
+ * pointwise.c: the CPU's unary and binary kernel entry points, and the float16/bfloat16 chunk
+ * wrapper that the ternary kernels share.
  *
- * Inputs arrive broadcast and cast to one compute dtype (backend.h). float32 and float64 have
- * typed loops that the compiler vectorizes when the run is contiguous; other dtypes go through
- * double, one element at a time.
+ * Inputs arrive broadcast and cast to one compute dtype (backend.h). An entry point picks the
+ * typed loop for (dtype, op) from the tables in pointwise_float.c and pointwise_int.c, runs it
+ * through the iterator (threads for large work), and turns an error a loop recorded (integer
+ * division by zero, negative integer power) into a message. 16-bit floats run the float32 loop
+ * on chunks converted on the stack: no allocation per call.
  */
-#include "cpu.h"
+#include "pointwise.h"
 
-/* ---- generic path: any dtype, through double ---- */
-typedef struct generic_ctx {
-  int op;
-  em_dtype in, out;
-  double alpha;
-} generic_ctx;
+/* ---- float16 / bfloat16 ---- */
 
-static double unary_scalar(em_unary_op op, double x) {
-  switch (op) {
-  case EM_NEG: return -x;
-  case EM_EXP: return exp(x);
-  default: return NAN;
+/* Elements per converted chunk: 256 floats per operand keeps the buffers (5 KiB at most) in
+ * L1 and amortizes the inner loop's call. */
+enum { HALF_CHUNK = 256 };
+
+static void half_load(float *dst, const char *src, int64_t stride, int64_t m, em_dtype d) {
+  if (d == EM_FLOAT16) {
+    for (int64_t j = 0; j < m; j++) dst[j] = em_half_to_float(*(const uint16_t *)(src + j * stride));
+  } else {
+    for (int64_t j = 0; j < m; j++) dst[j] = em_bf16_to_float(*(const uint16_t *)(src + j * stride));
   }
 }
 
-static double binary_scalar(em_binary_op op, double a, double b, double alpha) {
-  switch (op) {
-  case EM_ADD: return a + alpha * b;
-  case EM_SUB: return a - alpha * b;
-  case EM_MUL: return a * b;
-  case EM_DIV: return a / b;
-  default: return NAN;
+static void half_store(char *dst, int64_t stride, const float *src, int64_t m, em_dtype d) {
+  if (d == EM_FLOAT16) {
+    for (int64_t j = 0; j < m; j++) *(uint16_t *)(dst + j * stride) = em_float_to_half(src[j]);
+  } else {
+    for (int64_t j = 0; j < m; j++) *(uint16_t *)(dst + j * stride) = em_float_to_bf16(src[j]);
   }
 }
 
-static void unary_generic(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const generic_ctx *c = vctx;
-  for (int64_t i = 0; i < n; i++) {
-    double x = em_load_as_double(p[1] + i * s[1], c->in);
-    em_store_from_double(p[0] + i * s[0], c->out, unary_scalar((em_unary_op)c->op, x));
+void em_pw_half_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
+  em_pw_ctx *c = vctx;
+  float buf[EM_ITER_MAX_OPERANDS][HALF_CHUNK];
+  char *q[EM_ITER_MAX_OPERANDS];
+  int64_t qs[EM_ITER_MAX_OPERANDS];
+  bool out_half = !(c->passthrough & 1u);
+  for (int64_t i0 = 0; i0 < n; i0 += HALF_CHUNK) {
+    int64_t m = n - i0 < HALF_CHUNK ? n - i0 : HALF_CHUNK;
+    for (int k = 0; k < c->nops; k++) {
+      char *src = p[k] + i0 * s[k];
+      if (c->passthrough >> k & 1u) {
+        q[k] = src;
+        qs[k] = s[k];
+        continue;
+      }
+      q[k] = (char *)buf[k];
+      qs[k] = (int64_t)sizeof(float);
+      if (k == 0) continue; /* the output: converted after the inner loop */
+      if (s[k] == 0) {
+        /* A broadcast scalar stays one: the inner loop keeps its scalar fast path. */
+        half_load(buf[k], src, 0, 1, c->half);
+        qs[k] = 0;
+      } else {
+        half_load(buf[k], src, s[k], m, c->half);
+      }
+    }
+    c->inner(q, qs, m, c);
+    if (out_half) half_store(p[0] + i0 * s[0], s[0], buf[0], m, c->half);
   }
 }
 
-static void binary_generic(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const generic_ctx *c = vctx;
-  for (int64_t i = 0; i < n; i++) {
-    double a = em_load_as_double(p[1] + i * s[1], c->in);
-    double b = em_load_as_double(p[2] + i * s[2], c->in);
-    em_store_from_double(p[0] + i * s[0], c->out,
-                         binary_scalar((em_binary_op)c->op, a, b, c->alpha));
-  }
+/* Sets up c so that em_pw_half_loop runs `inner` (a float32 loop) on n operands of dtype d;
+ * returns the loop to hand to the iterator (NULL when there is no float32 loop). */
+static em_cpu_loop half_setup(em_pw_ctx *c, em_cpu_loop inner, em_dtype d, int nops,
+                              bool out_bool) {
+  c->inner = inner;
+  c->half = d;
+  c->nops = nops;
+  c->passthrough = out_bool ? 1u : 0u;
+  return inner ? em_pw_half_loop : NULL;
 }
 
-/* ---- float32 fast path ---- */
-#define F32_BINARY_LOOP(NAME, EXPR)                                                           \
-  static void NAME(char **p, const int64_t *s, int64_t n, void *vctx) {                       \
-    const float alpha = (float)((const generic_ctx *)vctx)->alpha;                           \
-    (void)alpha;                                                                              \
-    if (s[0] == 4 && s[1] == 4 && s[2] == 4) {                                                \
-      float *o = (float *)p[0];                                                               \
-      const float *x = (const float *)p[1], *y = (const float *)p[2];                         \
-      for (int64_t i = 0; i < n; i++) {                                                       \
-        float a = x[i], b = y[i];                                                             \
-        o[i] = (EXPR);                                                                        \
-      }                                                                                       \
-      return;                                                                                 \
-    }                                                                                         \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      float a = *(const float *)(p[1] + i * s[1]), b = *(const float *)(p[2] + i * s[2]);     \
-      *(float *)(p[0] + i * s[0]) = (EXPR);                                                   \
-    }                                                                                         \
-  }
-F32_BINARY_LOOP(f32_add, a + alpha * b)
-F32_BINARY_LOOP(f32_sub, a - alpha * b)
-F32_BINARY_LOOP(f32_mul, a * b)
-F32_BINARY_LOOP(f32_div, a / b)
+static em_cpu_loop unary_loop(em_pw_ctx *c, em_dtype d, em_unary_op op, bool out_bool) {
+  if (em_pw_is_half(d)) return half_setup(c, em_pw_float_unary(EM_FLOAT32, op), d, 2, out_bool);
+  if (em_dtypes[d].is_float) return em_pw_float_unary(d, op);
+  return em_pw_int_unary(d, op);
+}
+
+static em_cpu_loop binary_loop(em_pw_ctx *c, em_dtype d, int op, bool out_bool) {
+  if (em_pw_is_half(d)) return half_setup(c, em_pw_float_binary(EM_FLOAT32, op), d, 3, out_bool);
+  if (em_dtypes[d].is_float) return em_pw_float_binary(d, op);
+  return em_pw_int_binary(d, op);
+}
+
+static int unsupported(const char *fn, em_dtype d) {
+  return em_error("%s: not supported for %s tensors on cpu", fn, em_dtype_name(d));
+}
 
 int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
-  generic_ctx c = {op, (em_dtype)x->dtype_id, (em_dtype)out->dtype_id, 1.0};
+  em_pw_ctx c = {.alpha = 1.0, .ialpha = 1};
+  em_dtype d = (em_dtype)x->dtype_id;
+  em_cpu_loop loop = unary_loop(&c, d, op, out->dtype_id == EM_BOOL && d != EM_BOOL);
+  if (loop == NULL) return unsupported(em_unary_name(op), d);
   const em_tensor *ts[2] = {out, x};
-  if (op != EM_NEG && op != EM_EXP)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on cpu",
-                             em_unary_name(op));
-  em_cpu_for_each(2, ts, unary_generic, &c);
+  em_cpu_for_each(2, ts, loop, &c);
   return 0;
+}
+
+/* True when every element of t is the same one (a broadcast scalar). */
+static bool is_scalar(const em_tensor *t) {
+  for (int i = 0; i < t->ndim; i++)
+    if (t->strides[i] != 0 && t->sizes[i] != 1) return false;
+  return true;
+}
+
+/* x ** e for a scalar exponent of a float dtype: the unary op that computes it exactly as
+ * PyTorch's fast path does, or -1 for a general power. */
+static int pow_as_unary(const em_tensor *e) {
+  double v = em_load_as_double(em_cpu_ptr(e), (em_dtype)e->dtype_id);
+  if (v == 2.0) return EM_SQUARE;
+  if (v == 0.5) return EM_SQRT;
+  if (v == -0.5) return EM_RSQRT;
+  if (v == -1.0) return EM_RECIPROCAL;
+  return -1;
 }
 
 int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
                   double alpha) {
-  generic_ctx c = {op, (em_dtype)a->dtype_id, (em_dtype)out->dtype_id, alpha};
-  const em_tensor *ts[3] = {out, a, b};
-  if (op > EM_DIV)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on cpu",
-                             em_binary_name(op));
-  if (out->dtype_id == EM_FLOAT32 && a->dtype_id == EM_FLOAT32) {
-    static const em_cpu_loop f32[] = {f32_add, f32_sub, f32_mul, f32_div};
-    em_cpu_for_each(3, ts, f32[op], &c);
-    return 0;
+  em_dtype d = (em_dtype)a->dtype_id;
+  const char *fn = em_binary_name(op);
+  if (op == EM_POW && em_dtypes[d].is_float && is_scalar(b)) {
+    int u = pow_as_unary(b);
+    if (u >= 0) return em_cpu_unary((em_unary_op)u, out, a);
   }
-  em_cpu_for_each(3, ts, binary_generic, &c);
-  return 0;
+  em_pw_ctx c = {.alpha = alpha, .ialpha = em_sat_i64(alpha)};
+  int k = (int)op;
+  if ((op == EM_ADD || op == EM_SUB) && alpha != 1.0) {
+    /* a - alpha * b is a + (-alpha) * b: one loop serves both. */
+    k = EM_PW_ADD_ALPHA;
+    if (op == EM_SUB) {
+      c.alpha = -alpha;
+      c.ialpha = (int64_t)(0u - (uint64_t)c.ialpha);
+    }
+  }
+  em_cpu_loop loop = binary_loop(&c, d, k, out->dtype_id == EM_BOOL && d != EM_BOOL);
+  if (loop == NULL) return unsupported(fn, d);
+  const em_tensor *ts[3] = {out, a, b};
+  em_cpu_for_each(3, ts, loop, &c);
+  switch (c.err) {
+  case EM_PW_DIV_ZERO: return em_error("%s: integer division by zero", fn);
+  case EM_PW_NEG_POW: return em_error("%s: integers to negative integer powers are not allowed", fn);
+  default: return 0;
+  }
 }

@@ -1,6 +1,7 @@
 /*
- * pointwise.c: definitions of the unary, binary and ternary elementwise ops: dtype rules,
- * broadcasting, in-place checks. The arithmetic is the device's (backend.h).
+ * pointwise.c: definitions of the unary and binary elementwise ops: dtype rules, broadcasting,
+ * in-place checks. The arithmetic is the device's (backend.h); the ternary ops are in
+ * ternary.c.
  */
 #include <math.h>
 
@@ -30,7 +31,9 @@ static bool is_int(em_dtype d) { return !em_dtypes[d].is_float; }
 
 /* ---- unary --------------------------------------------------------------------------------- */
 
-/* Decides compute and output dtypes of a unary op; -1 when the input dtype is unsupported. */
+/* Decides compute and output dtypes of a unary op; -1 when the input dtype is unsupported.
+ * PyTorch's rules: predicates give bool; sign, abs, neg, square, relu and the roundings keep
+ * integer dtypes; everything transcendental computes integers in float32. */
 static int unary_types(const char *fn, em_unary_op op, em_dtype in, em_dtype *compute,
                        em_dtype *out) {
   *compute = in;
@@ -43,27 +46,25 @@ static int unary_types(const char *fn, em_unary_op op, em_dtype in, em_dtype *co
     if (!is_int(in)) return em_error("%s: expected an integer or bool tensor, got %s", fn,
                                      em_dtype_name(in));
     return 0;
-  case EM_NEG: case EM_SIGN:
+  case EM_NEG:
     if (in == EM_BOOL)
       return em_error("%s: not supported for bool tensors (use logical_not)", fn);
     return 0;
   case EM_ABS: case EM_SQUARE: case EM_RELU:
     if (in == EM_BOOL) return em_error("%s: not supported for bool tensors", fn);
     return 0;
-  case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC:
-    return 0; /* the identity on integers and bool */
+  case EM_SIGN: case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC:
+    return 0; /* the identity on bool; the roundings are the identity on integers */
   default:
-    /* Transcendental ops compute in floating point: integers give float32, as in PyTorch. */
     if (is_int(in)) *compute = *out = EM_FLOAT32;
     return 0;
   }
 }
 
-static int run_unary(const char *fn, em_unary_op op, em_tensor *out, const em_tensor *x) {
-  const em_backend *be = em_device_backend(x->device_id);
+static int unary_kernel(const char *fn, const em_backend *be, em_tensor *out,
+                        const em_tensor *const *in, const void *arg) {
   EM_NEED_KERNEL(fn, be, unary);
-  if (em_numel(out) == 0) return 0;
-  return be->unary(op, out, x);
+  return be->unary(*(const em_unary_op *)arg, out, in[0]);
 }
 
 em_tensor *em_unary(em_unary_op op, const em_tensor *x) {
@@ -75,17 +76,11 @@ em_tensor *em_unary(em_unary_op op, const em_tensor *x) {
   em_ew ew;
   if (em_ew_begin(&ew, fn, 1, &x) != 0) return NULL;
   ew.compute = compute;
-  em_tensor *out = NULL;
-  if (em_ew_prepare(&ew) == 0 && (out = em_ew_output(&ew, out_dtype)) != NULL &&
-      run_unary(fn, op, out, ew.ready[0]) != 0) {
-    em_release(out);
-    out = NULL;
-  }
-  em_ew_end(&ew);
-  return out;
+  return em_ew_run(&ew, out_dtype, unary_kernel, &op);
 }
 
-/* In place: compute into a temporary when the result dtype differs from x's. */
+/* In place: computes into a temporary when the result dtype differs from x's (sqrt_ on an int
+ * tensor is an error, isnan_ on a float tensor stores 0/1). */
 int em_unary_(em_unary_op op, em_tensor *x) {
   if ((unsigned)op >= EM_NUM_UNARY) return em_error("unary_: invalid op %d", (int)op);
   const char *fn = unary_names[op];
@@ -94,19 +89,8 @@ int em_unary_(em_unary_op op, em_tensor *x) {
   if (unary_types(fn, op, (em_dtype)x->dtype_id, &compute, &out_dtype) != 0) return -1;
   em_ew ew;
   if (em_ew_begin(&ew, fn, 1, (const em_tensor *const *)&x) != 0) return -1;
-  int rc = em_ew_check_inplace(&ew, x, out_dtype);
-  if (rc == 0 && out_dtype == (em_dtype)x->dtype_id && compute == out_dtype) {
-    ew.compute = compute;
-    rc = em_ew_prepare(&ew);
-    if (rc == 0) rc = run_unary(fn, op, x, ew.ready[0]);
-    if (rc == 0) em_bump_version(x);
-  } else if (rc == 0) {
-    em_tensor *tmp = em_unary(op, x);
-    rc = tmp ? em_copy_(x, tmp) : -1;
-    em_release(tmp);
-  }
-  em_ew_end(&ew);
-  return rc;
+  ew.compute = compute;
+  return em_ew_run_inplace(&ew, x, out_dtype, unary_kernel, &op);
 }
 
 /* ---- binary -------------------------------------------------------------------------------- */
@@ -115,8 +99,13 @@ static bool is_comparison(em_binary_op op) { return op >= EM_EQ && op <= EM_GE; 
 static bool is_logical(em_binary_op op) { return op >= EM_LOGICAL_AND && op <= EM_LOGICAL_XOR; }
 static bool is_bitwise(em_binary_op op) { return op >= EM_BITWISE_AND && op <= EM_RSHIFT; }
 
-static int binary_types(const char *fn, em_binary_op op, em_dtype result, em_dtype *compute,
-                        em_dtype *out) {
+/* PyTorch's rules over the promoted dtype `result`: comparisons and logical ops give bool;
+ * bitwise ops need integers; true division and atan2 turn integers into float32; bool supports
+ * only the ops that have a logical meaning (add = or, mul = and, maximum, minimum). */
+static int binary_types(const char *fn, em_binary_op op, const em_tensor *a, const em_tensor *b,
+                        em_dtype *compute, em_dtype *out) {
+  const em_tensor *ts[2] = {a, b};
+  em_dtype result = em_result_type_n(2, ts);
   *compute = *out = result;
   if (is_comparison(op) || is_logical(op)) {
     *out = EM_BOOL;
@@ -127,6 +116,9 @@ static int binary_types(const char *fn, em_binary_op op, em_dtype result, em_dty
       return em_error("%s: expected integer tensors, got bool", fn);
   } else if (op == EM_DIV || op == EM_ATAN2) {
     if (is_int(result)) *compute = *out = EM_FLOAT32;
+  } else if (op == EM_SUB && (a->dtype_id == EM_BOOL || b->dtype_id == EM_BOOL)) {
+    return em_error("%s: not supported for bool tensors, use logical_xor (or logical_not to "
+                    "invert a mask)", fn);
   } else if (result == EM_BOOL && op != EM_ADD && op != EM_MUL && op != EM_MAXIMUM &&
              op != EM_MINIMUM) {
     return em_error("%s: not supported for bool tensors", fn);
@@ -134,12 +126,39 @@ static int binary_types(const char *fn, em_binary_op op, em_dtype result, em_dty
   return 0;
 }
 
-static int run_binary(const char *fn, em_binary_op op, em_tensor *out, const em_tensor *a,
-                      const em_tensor *b, double alpha) {
-  const em_backend *be = em_device_backend(out->device_id);
+typedef struct binary_arg {
+  em_binary_op op;
+  double alpha;
+} binary_arg;
+
+static int binary_kernel(const char *fn, const em_backend *be, em_tensor *out,
+                         const em_tensor *const *in, const void *arg) {
+  const binary_arg *ba = arg;
   EM_NEED_KERNEL(fn, be, binary);
-  if (em_numel(out) == 0) return 0;
-  return be->binary(op, out, a, b, alpha);
+  return be->binary(ba->op, out, in[0], in[1], ba->alpha);
+}
+
+/* alpha scales b in add/sub. PyTorch refuses a fractional alpha for integer tensors, since it
+ * could not be applied without leaving the integer dtype. */
+static int check_alpha(const char *fn, em_binary_op op, em_dtype compute, double alpha) {
+  if ((op != EM_ADD && op != EM_SUB) || alpha == 1.0) return 0;
+  if (is_int(compute) && compute != EM_BOOL &&
+      !(isfinite(alpha) && alpha == floor(alpha) && fabs(alpha) < 9.2e18))
+    return em_error("%s: alpha must be an integer for %s tensors, got %g", fn,
+                    em_dtype_name(compute), alpha);
+  return 0;
+}
+
+/* Shared by the out-of-place and in-place forms: validates and begins ew. */
+static int binary_begin(em_ew *ew, const char *fn, em_binary_op op, const em_tensor *a,
+                        const em_tensor *b, double alpha, em_dtype *out_dtype) {
+  const em_tensor *ts[2] = {a, b};
+  if (binary_types(fn, op, a, b, &ew->compute, out_dtype) != 0) return -1;
+  em_dtype compute = ew->compute;
+  if (check_alpha(fn, op, compute, alpha) != 0) return -1;
+  if (em_ew_begin(ew, fn, 2, ts) != 0) return -1;
+  ew->compute = compute;
+  return 0;
 }
 
 static em_tensor *binary_new(em_binary_op op, const em_tensor *a, const em_tensor *b,
@@ -147,42 +166,22 @@ static em_tensor *binary_new(em_binary_op op, const em_tensor *a, const em_tenso
   if ((unsigned)op >= EM_NUM_BINARY) return em_error_null("binary: invalid op %d", (int)op);
   const char *fn = binary_names[op];
   if (a == NULL || b == NULL) return em_error_null("%s: expected two tensors, got NULL", fn);
-  const em_tensor *ts[2] = {a, b};
   em_ew ew;
-  if (em_ew_begin(&ew, fn, 2, ts) != 0) return NULL;
   em_dtype out_dtype;
-  em_tensor *out = NULL;
-  if (binary_types(fn, op, em_result_type_n(2, ts), &ew.compute, &out_dtype) == 0 &&
-      em_ew_prepare(&ew) == 0 && (out = em_ew_output(&ew, out_dtype)) != NULL &&
-      run_binary(fn, op, out, ew.ready[0], ew.ready[1], alpha) != 0) {
-    em_release(out);
-    out = NULL;
-  }
-  em_ew_end(&ew);
-  return out;
+  if (binary_begin(&ew, fn, op, a, b, alpha, &out_dtype) != 0) return NULL;
+  binary_arg arg = {op, alpha};
+  return em_ew_run(&ew, out_dtype, binary_kernel, &arg);
 }
 
 static int binary_inplace(em_binary_op op, em_tensor *a, const em_tensor *b, double alpha) {
   if ((unsigned)op >= EM_NUM_BINARY) return em_error("binary_: invalid op %d", (int)op);
   const char *fn = binary_names[op];
   if (a == NULL || b == NULL) return em_error("%s_: expected two tensors, got NULL", fn);
-  const em_tensor *ts[2] = {a, b};
   em_ew ew;
-  if (em_ew_begin(&ew, fn, 2, ts) != 0) return -1;
   em_dtype out_dtype;
-  int rc = binary_types(fn, op, em_result_type_n(2, ts), &ew.compute, &out_dtype);
-  if (rc == 0) rc = em_ew_check_inplace(&ew, a, out_dtype);
-  if (rc == 0 && out_dtype == (em_dtype)a->dtype_id && ew.compute == out_dtype) {
-    rc = em_ew_prepare(&ew);
-    if (rc == 0) rc = run_binary(fn, op, a, ew.ready[0], ew.ready[1], alpha);
-    if (rc == 0) em_bump_version(a);
-  } else if (rc == 0) {
-    em_tensor *tmp = binary_new(op, a, b, alpha);
-    rc = tmp ? em_copy_(a, tmp) : -1;
-    em_release(tmp);
-  }
-  em_ew_end(&ew);
-  return rc;
+  if (binary_begin(&ew, fn, op, a, b, alpha, &out_dtype) != 0) return -1;
+  binary_arg arg = {op, alpha};
+  return em_ew_run_inplace(&ew, a, out_dtype, binary_kernel, &arg);
 }
 
 em_tensor *em_binary(em_binary_op op, const em_tensor *a, const em_tensor *b) {
@@ -201,6 +200,8 @@ int em_add_scaled_(em_tensor *a, const em_tensor *b, double alpha) {
   return binary_inplace(EM_ADD, a, b, alpha);
 }
 
+/* The scalar becomes a wrapped number on the stack, so `int_tensor * 2` stays integer and
+ * `int_tensor * 2.5` is float32 (em_result_type_n). */
 em_tensor *em_binary_scalar(em_binary_op op, const em_tensor *a, double s, int reversed) {
   if (a == NULL) return em_error_null("%s: expected a tensor, got NULL", em_binary_name(op));
   em_tensor st;
