@@ -14,6 +14,7 @@
  * to keep the threads busy they split the `dim` range instead.
  */
 #include <omp.h>
+#include <stdlib.h>
 
 #include "cpu.h"
 
@@ -186,8 +187,21 @@ static void split_along_dim(const split_ctx *ctx, bool is_gather, int64_t n, int
 
 /* ---- index_select: out.select(dim, i) = x.select(dim, index[i]) ------------------------------ */
 
+/* Which loop goes inside: along dim when the run of positions strides further through memory
+ * than dim does (dim is the faster-moving one, e.g. selecting columns), else the run. */
+static bool dim_inner(int64_t n, int64_t run_stride, int64_t dim_stride) {
+  return n > 1 && llabs(run_stride) > llabs(dim_stride);
+}
+
 static void select_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
   const select_ctx *c = vctx;
+  if (dim_inner(n, s[1], c->x_step)) {
+    for (int64_t k = 0; k < n; k++)
+      for (int64_t i = c->begin; i < c->end; i++)
+        c->run(p[0] + k * s[0] + i * c->out_step, 0, p[1] + k * s[1] + c->index[i] * c->x_step,
+               0, 1, NULL);
+    return;
+  }
   for (int64_t i = c->begin; i < c->end; i++)
     c->run(p[0] + i * c->out_step, s[0], p[1] + c->index[i] * c->x_step, s[1], n, NULL);
 }
@@ -214,6 +228,17 @@ int em_cpu_index_select(em_tensor *out, const em_tensor *x, int dim, const em_te
 
 static void gather_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
   const gather_ctx *c = vctx;
+  if (dim_inner(n, s[2], c->x_step)) {
+    for (int64_t k = 0; k < n; k++) {
+      char *o = p[0] + k * s[0];
+      const char *ix = p[1] + k * s[1], *xp = p[2] + k * s[2];
+      for (int64_t j = c->begin; j < c->end; j++) {
+        int64_t i = *(const int64_t *)(ix + j * c->index_step);
+        c->run(o + j * c->out_step, 0, xp + i * c->x_step, 0, 1, NULL);
+      }
+    }
+    return;
+  }
   for (int64_t j = c->begin; j < c->end; j++) {
     char *o = p[0] + j * c->out_step;
     const char *ix = p[1] + j * c->index_step;
@@ -253,7 +278,19 @@ typedef struct scatter_ctx {
 
 static void scatter_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
   const scatter_ctx *c = vctx;
-  /* Each position k owns x's line p[0] + k * s[0]; j runs in order, so the last repeat wins. */
+  /* Each position k owns x's line p[0] + k * s[0]; j runs in order, so the last repeat wins
+   * whichever loop is inside. */
+  if (dim_inner(n, s[0], c->x_step)) {
+    for (int64_t k = 0; k < n; k++) {
+      char *xp = p[0] + k * s[0];
+      const char *ix = p[1] + k * s[1], *sp = p[2] + k * s[2];
+      for (int64_t j = 0; j < c->m; j++) {
+        int64_t i = *(const int64_t *)(ix + j * c->index_step);
+        c->run(xp + i * c->x_step, 0, sp + j * c->src_step, 0, 1, &c->alpha);
+      }
+    }
+    return;
+  }
   for (int64_t j = 0; j < c->m; j++) {
     const char *ix = p[1] + j * c->index_step;
     const char *sp = p[2] + j * c->src_step;
@@ -289,6 +326,13 @@ typedef struct put_ctx {
 
 static void put_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
   const put_ctx *c = vctx;
+  if (dim_inner(n, s[0], c->x_step)) {
+    for (int64_t k = 0; k < n; k++)
+      for (int64_t i = 0; i < c->n; i++)
+        c->run(p[0] + k * s[0] + c->index[i] * c->x_step, 0, p[1] + k * s[1] + i * c->src_step,
+               0, 1, &c->alpha);
+    return;
+  }
   for (int64_t i = 0; i < c->n; i++)
     c->run(p[0] + c->index[i] * c->x_step, s[0], p[1] + i * c->src_step, s[1], n, &c->alpha);
 }
