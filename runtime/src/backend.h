@@ -44,7 +44,8 @@ struct em_backend {
   int (*arange)(em_tensor *out, double start, double step);
   /* Evenly spaced from start to end inclusive (1-D, contiguous), computed from both ends. */
   int (*linspace)(em_tensor *out, double start, double end);
-  /* Philox stream: element i of the contiguous out uses counter `offset + i / 4`, lane i % 4. */
+  /* Philox stream: element i of the contiguous out uses counter `offset + i / 4`, lane i % 4
+   * (two lanes per element where 64 bits are needed: random.h has the exact layout). */
   int (*random)(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
                 double b);
 
