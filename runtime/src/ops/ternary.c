@@ -132,10 +132,13 @@ static int lerp_begin(em_ew *ew, const char *fn, const em_tensor *start, const e
                       const em_tensor *weight) {
   if (start == NULL || end == NULL || weight == NULL)
     return em_error("%s: expected three tensors, got NULL", fn);
+  /* As in PyTorch, no integer start or end is lifted to float; a weight may be a number. */
   const em_tensor *ts[3] = {start, end, weight};
+  for (int i = 0; i < 3; i++)
+    if (is_int((em_dtype)ts[i]->dtype_id) && !(i == 2 && em_is_wrapped(ts[i])))
+      return em_error("%s: expected floating-point tensors, got %s", fn,
+                      em_dtype_name((em_dtype)ts[i]->dtype_id));
   em_dtype compute = em_result_type_n(3, ts);
-  if (is_int(compute))
-    return em_error("%s: expected floating-point tensors, got %s", fn, em_dtype_name(compute));
   if (em_ew_begin(ew, fn, 3, ts) != 0) return -1;
   ew->compute = compute;
   return 0;
