@@ -440,6 +440,9 @@ describe('index_add, index_copy and index_fill', function()
     local ex = ember.zeros(1, 4):expand(3, 4)
     H.assert_error(function() ex:index_fill_(2, { 1 }, 1) end,
       'index_fill_: cannot write in place into an expanded tensor')
+    H.assert_error(function() x:index_fill(1, { 1 }, 'a') end, 'index_fill: expected a number, got string')
+    H.assert_error(function() ember.tensor(1):index_fill(1, { 1, 1 }, 0) end,
+      'index_fill: a 0-d input takes exactly one index, got 2')
   end)
 end)
 
@@ -482,6 +485,8 @@ describe('masked_select', function()
   end)
 
   it('reports non-bool masks and shapes that cannot broadcast', function()
+    H.assert_error(function() ember.zeros(2):masked_select({ true, false }) end,
+      'masked_select: expected a bool mask tensor, got table')
     H.assert_error(function() ember.zeros(2, 3):masked_select(ember.ones(2, 3)) end,
       'masked_select: expected a bool mask, got float32')
     H.assert_error(function() ember.zeros(2, 3):masked_select(ember.ones(2, 2, { dtype = 'bool' })) end,

@@ -134,6 +134,8 @@ describe('cat', function()
     H.assert_error(function() ember.cat({ ember.zeros(2), 3 }) end, 'cat: expected tensors, got number at position 2')
     H.assert_error(function() ember.cat({ ember.zeros(2, 2) }, 3) end,
       'cat: dimension 3 out of range for a 2-d tensor')
+    H.assert_error(function() ember.cat(5) end, 'cat: expected a list of tensors, got number')
+    H.assert_error(function() ember.cat({ ember.zeros(2, 2) }, 0) end, 'cat: dimensions are 1-based in Lua; got 0')
   end)
 end)
 
@@ -553,6 +555,7 @@ describe('topk', function()
     local s, si = ember.tensor(4):topk(1)
     assert.are.equal(4, s:item())
     assert.are.equal(1, si:item())
+    assert.are.same({ 0 }, size_list(ember.tensor(4):topk(0)))
     assert.are.same({ 0, 2 }, size_list(ember.zeros(0, 3):topk(2)))
   end)
 

@@ -70,9 +70,13 @@ int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_
   em_tensor *sv = NULL, *si = NULL, *nv = NULL, *ni = NULL, *v = NULL, *i = NULL;
   int rc = -1;
   if (em_sort(x, d, largest != 0, &sv, &si) != 0) goto done;
-  if (x->ndim == 0) { /* k is 0 or 1; a 0-d tensor keeps its shape, as in PyTorch */
+  if (x->ndim == 0 && k == 1) { /* a 0-d tensor keeps its shape, as in PyTorch */
     v = em_retain(sv);
     i = em_retain(si);
+  } else if (x->ndim == 0) { /* k == 0: nothing, as a 1-D tensor of no elements */
+    int64_t zero = 0;
+    v = em_empty(1, &zero, (em_dtype)x->dtype_id, x->device_id);
+    i = v ? em_empty(1, &zero, EM_INT64, x->device_id) : NULL;
   } else {
     nv = em_narrow(sv, d, 0, k);
     ni = nv ? em_narrow(si, d, 0, k) : NULL;
