@@ -94,6 +94,18 @@ static void narrow_to(em_tensor *v, const em_tensor *t, const int64_t *sizes) {
   for (int d = 0; d < t->ndim; d++) v->sizes[d] = sizes[d];
 }
 
+/* A new contiguous copy of t in dtype, made by the device's copy kernel: an internal step,
+ * never recorded by autograd (the op records itself as a whole). */
+static em_tensor *raw_copy(const char *fn, const em_tensor *t, em_dtype dtype) {
+  em_tensor *r = em_empty(t->ndim, t->sizes, dtype, t->device_id);
+  if (r && em_numel(r) > 0 && em_device_backend(t->device_id)->copy(r, t) != 0) {
+    em_release(r);
+    r = NULL;
+  }
+  if (r == NULL) em_error_prefix(fn);
+  return r;
+}
+
 /* An operand that is written into x in place: cast to x's dtype, and copied when it shares x's
  * storage (otherwise earlier writes would change what later reads see). `arith` marks an
  * accumulation, which refuses a float source into an integer target, like add_. */
@@ -103,26 +115,19 @@ static em_tensor *source_for(const char *fn, const em_tensor *x, const em_tensor
     return em_error_null("%s: result type %s cannot be stored in place into a %s tensor", fn,
                          em_dtype_name((em_dtype)src->dtype_id),
                          em_dtype_name((em_dtype)x->dtype_id));
-  em_tensor *r;
-  if (src->dtype_id != x->dtype_id) r = em_to_dtype(src, (em_dtype)x->dtype_id);
-  else if (em_same_storage(x, src)) r = em_clone(src);
-  else return em_retain((em_tensor *)src);
-  if (r == NULL) em_error_prefix(fn);
-  return r;
+  if (src->dtype_id != x->dtype_id || em_same_storage(x, src))
+    return raw_copy(fn, src, (em_dtype)x->dtype_id);
+  return em_retain((em_tensor *)src);
 }
 
 /* An index that x's in-place write could overwrite (an int64 x viewing the same storage) is
  * copied first: the kernel must see the indices that were checked. */
 static int protect_index(const char *fn, const em_tensor *x, em_tensor **index) {
   if (!em_same_storage(x, *index)) return 0;
-  em_tensor *c = em_clone(*index);
+  em_tensor *c = raw_copy(fn, *index, EM_INT64);
   em_release(*index);
   *index = c;
-  if (c == NULL) {
-    em_error_prefix(fn);
-    return -1;
-  }
-  return 0;
+  return c ? 0 : -1;
 }
 
 /* ---- index_select -------------------------------------------------------------------------- */
@@ -293,7 +298,7 @@ int em_scatter_add_(em_tensor *x, int dim, const em_tensor *index, const em_tens
 static em_tensor *scatter_new(const char *fn, const em_tensor *x, int dim,
                               const em_tensor *index, const em_tensor *src, int accumulate) {
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
-  em_tensor *out = em_clone(x);
+  em_tensor *out = raw_copy(fn, x, (em_dtype)x->dtype_id);
   if (out && scatter_inplace(fn, out, dim, index, src, accumulate) != 0) {
     em_release(out);
     return NULL;
@@ -403,9 +408,10 @@ int em_index_fill_(em_tensor *x, int dim, const em_tensor *index, double value) 
 
 em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                         double alpha) {
-  if (x == NULL) return em_error_null("index_add: expected a tensor, got NULL");
-  em_tensor *out = em_clone(x);
-  if (out && index_put("index_add", out, dim, index, src, alpha, 1) != 0) {
+  const char *fn = "index_add";
+  if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  em_tensor *out = raw_copy(fn, x, (em_dtype)x->dtype_id);
+  if (out && index_put(fn, out, dim, index, src, alpha, 1) != 0) {
     em_release(out);
     return NULL;
   }
@@ -414,9 +420,10 @@ em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, con
 
 em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
                          const em_tensor *src) {
-  if (x == NULL) return em_error_null("index_copy: expected a tensor, got NULL");
-  em_tensor *out = em_clone(x);
-  if (out && index_put("index_copy", out, dim, index, src, 1.0, 0) != 0) {
+  const char *fn = "index_copy";
+  if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  em_tensor *out = raw_copy(fn, x, (em_dtype)x->dtype_id);
+  if (out && index_put(fn, out, dim, index, src, 1.0, 0) != 0) {
     em_release(out);
     return NULL;
   }
@@ -424,9 +431,10 @@ em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
 }
 
 em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, double value) {
-  if (x == NULL) return em_error_null("index_fill: expected a tensor, got NULL");
-  em_tensor *out = em_clone(x);
-  if (out && index_fill("index_fill", out, dim, index, value) != 0) {
+  const char *fn = "index_fill";
+  if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  em_tensor *out = raw_copy(fn, x, (em_dtype)x->dtype_id);
+  if (out && index_fill(fn, out, dim, index, value) != 0) {
     em_release(out);
     return NULL;
   }
@@ -437,7 +445,7 @@ em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, do
 
 /* Nonzero elements of x: x cast to bool (NaN is nonzero), summed. */
 static int count_nonzero(const char *fn, const em_tensor *x, int64_t *count) {
-  em_tensor *b = em_to_dtype(x, EM_BOOL);
+  em_tensor *b = raw_copy(fn, x, EM_BOOL);
   em_tensor *sum = b ? em_reduce(EM_SUM, b, 0, NULL, 0) : NULL;
   int rc = sum ? em_item_int64(sum, count) : -1;
   em_release(b);
@@ -482,7 +490,7 @@ em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask) {
   if (em_broadcast_shapes(fn, x->ndim, x->sizes, mask->ndim, mask->sizes, &nd, sizes) != 0)
     return NULL;
   int64_t numel = em_shape_numel(nd, sizes);
-  em_tensor *xb = em_broadcast_to(fn, x, nd, sizes);
+  em_tensor *xb = em_expand(x, nd, sizes);
   em_tensor *mb = em_broadcast_to(fn, mask, nd, sizes);
   em_tensor *xf = xb ? em_reshape(xb, 1, &numel) : NULL;
   em_tensor *mf = mb ? em_reshape(mb, 1, &numel) : NULL;

@@ -2,9 +2,9 @@
  * join.c: ops that join or reorder whole blocks: cat, stack, flip, roll, repeat, tril, triu.
  *
  * None needs a kernel of its own. Each computes the result's shape, allocates it, and fills it
- * with em_copy_ between views (narrowed, negatively strided or stride-0 headers built on the
- * stack), so every device that can copy runs them, and the copy kernel's casting and
- * threading come for free.
+ * with the device's copy kernel between views (narrowed, negatively strided or stride-0
+ * headers built on the stack), so every device that can copy runs them, and the copy kernel's
+ * casting and threading come for free.
  */
 #include <stdlib.h>
 
@@ -16,6 +16,14 @@ static void header_of(em_tensor *v, const em_tensor *t) {
   *v = *t;
   v->grad_meta = NULL;
   v->flags = 0;
+}
+
+/* Copies src into dst (same shape, src maybe broadcast; dtypes may differ) with the device's
+ * copy kernel. The destinations are fresh results, so no version needs bumping, and the copies
+ * are steps inside one op: autograd records the op as a whole, never these. */
+static int block_copy(em_tensor *dst, const em_tensor *src) {
+  if (em_numel(dst) == 0) return 0;
+  return em_device_backend(dst->device_id)->copy(dst, src);
 }
 
 /* Narrows a stack header in place along d. */
@@ -74,7 +82,7 @@ em_tensor *em_cat(int n, em_tensor *const *tensors, int dim) {
     em_tensor part;
     header_of(&part, out);
     narrow_header(&part, d, at, t->sizes[d]);
-    if (em_copy_(&part, t) != 0) {
+    if (block_copy(&part, t) != 0) {
       em_error_prefix(fn);
       em_release(out);
       return NULL;
@@ -152,7 +160,7 @@ em_tensor *em_flip(const em_tensor *x, int ndims, const int *dims) {
     v.strides[d] = -x->strides[d];
   }
   em_tensor *out = em_empty(x->ndim, x->sizes, (em_dtype)x->dtype_id, x->device_id);
-  if (out && em_copy_(out, &v) != 0) {
+  if (out && block_copy(out, &v) != 0) {
     em_error_prefix(fn);
     em_release(out);
     return NULL;
@@ -186,7 +194,7 @@ static em_tensor *roll_dims(const em_tensor *x, const int64_t *shift /* per dim,
         narrow_header(&dst, d, s, n - s);
       }
     }
-    if (em_copy_(&dst, &src) != 0) {
+    if (block_copy(&dst, &src) != 0) {
       em_error_prefix(fn);
       em_release(out);
       return NULL;
@@ -214,12 +222,11 @@ em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const i
     em_release(r);
     return out;
   }
-  if (x->ndim == 0) return em_clone(x);
   /* Shifts on the same dimension add up, as applying them one after another would. */
   for (int i = 0; i < ndims; i++) {
     int d;
     if (em_wrap_dim(fn, dims[i], x->ndim, &d) != 0) return NULL;
-    int64_t n = x->sizes[d];
+    int64_t n = x->ndim > 0 ? x->sizes[d] : 0;   /* a 0-d tensor rolls onto itself */
     if (n == 0) continue;
     shift[d] = (shift[d] + ((shifts[i] % n) + n) % n) % n;
   }
@@ -252,7 +259,7 @@ static int repeat_by_expand(em_tensor *out, const em_tensor *xp, const int64_t *
   }
   dst.ndim = src.ndim = k;
   em_contiguous_strides(k, dst.sizes, dst.strides);
-  return em_copy_(&dst, &src);
+  return block_copy(&dst, &src);
 }
 
 /* The general case: copy x into the first block, then double the filled part along each
@@ -261,7 +268,7 @@ static int repeat_by_doubling(em_tensor *out, const em_tensor *xp) {
   em_tensor dst, src;
   header_of(&dst, out);
   for (int d = 0; d < xp->ndim; d++) dst.sizes[d] = xp->sizes[d];
-  if (em_copy_(&dst, xp) != 0) return -1;
+  if (block_copy(&dst, xp) != 0) return -1;
   for (int d = 0; d < xp->ndim; d++) {
     int64_t total = out->sizes[d];
     for (int64_t filled = xp->sizes[d]; filled < total; filled *= 2) {
@@ -272,7 +279,7 @@ static int repeat_by_doubling(em_tensor *out, const em_tensor *xp) {
       dst = src;
       narrow_header(&src, d, 0, len);
       narrow_header(&dst, d, filled, len);
-      if (em_copy_(&dst, &src) != 0) return -1;
+      if (block_copy(&dst, &src) != 0) return -1;
     }
   }
   return 0;
@@ -333,7 +340,7 @@ static int copy_block(const em_tensor *x, em_tensor *out, int64_t row0, int64_t 
   narrow_header(&dst, r, row0, nrows);
   narrow_header(&src, c, col0, ncols);
   narrow_header(&dst, c, col0, ncols);
-  return em_copy_(&dst, &src);
+  return block_copy(&dst, &src);
 }
 
 /* Zeros, then the kept part of each matrix row copied over. Rows whose kept part is the whole

@@ -20,7 +20,8 @@ static int sort_impl(const char *fn, const em_tensor *x, int dim, int descending
   em_tensor *i = v ? em_empty(x->ndim, x->sizes, EM_INT64, x->device_id) : NULL;
   if (i == NULL) goto fail;
   if (x->ndim == 0) { /* one element: itself, from position 0 */
-    if (em_copy_(v, x) != 0 || em_zero_(i) != 0) goto fail;
+    /* the device's copy kernel: an internal step, which autograd must not record */
+    if (em_device_backend(x->device_id)->copy(v, x) != 0 || em_zero_(i) != 0) goto fail;
   } else if (em_numel(x) > 0) {
     const em_backend *be = em_device_backend(x->device_id);
     if (be->sort == NULL) {
