@@ -43,6 +43,8 @@ typedef struct em_tensor {
 const char *em_last_error(void);
 em_error_kind em_last_error_kind(void);
 void em_clear_error(void);
+/* Sets the thread's message: how hooks and other callbacks report failure. */
+void em_set_error(const char *message);
 
 /* ---- dtypes -------------------------------------------------------------------------------- */
 const char *em_dtype_name(em_dtype dtype);       /* "float32", ... */
@@ -268,5 +270,40 @@ int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_
             em_tensor **indices);
 /* Sorted unique values of the flattened input; inverse and counts may be NULL. */
 int em_unique(const em_tensor *x, em_tensor **values, em_tensor **inverse, em_tensor **counts);
+
+/* ---- autograd ----------------------------------------------------------------------------
+ * A dynamic tape: while grad mode is on, every differentiable op whose inputs require grad
+ * records a node holding its backward, written in terms of other ops. */
+int em_requires_grad(const em_tensor *t);
+/* Only leaves (tensors no recorded op produced) can change requires_grad. */
+int em_set_requires_grad(em_tensor *t, int requires_grad);
+int em_is_leaf(const em_tensor *t);
+/* The accumulated gradient (a new reference), or NULL when there is none (not an error). */
+em_tensor *em_grad(const em_tensor *t);
+/* Replaces the gradient; NULL clears it. */
+int em_set_grad(em_tensor *t, const em_tensor *grad);
+/* Asks a non-leaf tensor to keep its gradient in .grad during backward. */
+int em_retain_grad(em_tensor *t);
+/* The name of the node that produced t ("MulBackward", ...), or NULL for leaves. */
+const char *em_grad_fn_name(const em_tensor *t);
+/* A tensor sharing t's storage, cut from the graph. */
+em_tensor *em_detach(const em_tensor *t);
+int em_detach_(em_tensor *t);
+/* Grad mode (thread-local). Both return the previous mode. */
+int em_grad_enabled(void);
+int em_set_grad_enabled(int enabled);
+/* Backpropagates from t. grad may be NULL when t has one element (it is then 1). Without
+ * retain_graph the graph's saved tensors are freed, and a second backward through it fails. */
+int em_backward(em_tensor *t, const em_tensor *grad, int retain_graph, int create_graph);
+/* Gradients of outputs with respect to inputs, returned in results (new references; NULL for
+ * an input the outputs do not depend on when allow_unused, else an error). .grad is untouched. */
+int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
+                     int n_inputs, em_tensor *const *inputs, em_tensor **results,
+                     int retain_graph, int create_graph, int allow_unused);
+/* A hook sees each gradient computed for t; it returns NULL to keep it, or a new reference to
+ * use instead. Returns a hook id for em_remove_hook. */
+typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
+int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
+int em_remove_hook(em_tensor *t, int hook_id);
 
 ]==]

@@ -30,6 +30,11 @@ for _, m in ipairs(families) do
   end
 end
 ember.memory = require 'ember.memory'
+ember.autograd = require 'ember.autograd'
+ember.no_grad = ember.autograd.no_grad
+ember.enable_grad = ember.autograd.enable_grad
+ember.set_grad_enabled = ember.autograd.set_grad_enabled
+ember.is_grad_enabled = ember.autograd.is_grad_enabled
 ember.Tensor = tensor.methods
 ember.is_tensor = tensor.is_tensor
 ember.Size = core.Size
@@ -49,5 +54,8 @@ function ember.set_default_dtype(d) core.default_dtype = core.dtype_id(d, 'set_d
 function ember.get_default_dtype() return core.dtype_names[core.default_dtype] end
 function ember.set_default_device(d) core.check(C.em_set_default_device(core.device_id(d))) end
 function ember.get_default_device() return core.device_name(C.em_default_device()) end
+
+-- help('zeros') / help(ember.zeros): the reference entry from docs/ (as the REPL's ?zeros).
+ember.help = require('ember.repl').help
 
 return ember

@@ -341,9 +341,15 @@ local mt = {}
 M.mt = mt
 
 
+-- Properties read and written like fields (x.grad, x.requires_grad): ember.autograd fills these.
+local getters, setters = {}, {}
+M.getters, M.setters = getters, setters
+
 mt.__index = function(x, k)
   local m = methods[k]
   if m ~= nil then return m end
+  local get = getters[k]
+  if get ~= nil then return get(x) end
   if type(k) == 'number' then
     local v = index_view(x, k)
     if v.ptr.ndim == 0 then return methods.item(v) end
@@ -357,7 +363,9 @@ end
 
 mt.__newindex = function(x, k, v)
   if type(k) == 'string' then
-    error('tensor: cannot set field ' .. k, 2)
+    local set = setters[k]
+    if set == nil then error('tensor: cannot set field ' .. k, 2) end
+    return set(x, v)
   end
   if is_tensor(k) and k.ptr.dtype_id == C.EM_BOOL and not is_tensor(v) then
     check(C.em_masked_fill_(x.ptr, k.ptr, v))

@@ -55,6 +55,11 @@ void em_error_prefix(const char *fn) {
 const char *em_last_error(void) { return error_message; }
 em_error_kind em_last_error_kind(void) { return error_kind; }
 
+void em_set_error(const char *message) {
+  snprintf(error_message, sizeof error_message, "%s", message ? message : "unknown error");
+  error_kind = EM_ERR_VALUE;
+}
+
 void em_clear_error(void) {
   error_message[0] = '\0';
   error_kind = EM_OK;

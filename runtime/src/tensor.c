@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "autograd/autograd.h"
 #include "backend.h"
 
 int64_t em_shape_numel(int ndim, const int64_t *sizes) {
@@ -104,6 +105,7 @@ void em_release(em_tensor *t) {
   if (__atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) != 1 &&
       __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0)
     return;
+  if (t->grad_meta) em_grad_meta_free(t->grad_meta);
   em_storage_release(t->storage);
   free(t);
 }

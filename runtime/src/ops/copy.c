@@ -4,7 +4,10 @@
  */
 #include <stdlib.h>
 
+#include "../autograd/record.h"
 #include "../backend.h"
+
+static int copy_raw(em_tensor *dst, const em_tensor *src);
 
 /* Copies across devices through host memory: the source device reads into a contiguous host
  * buffer of dst's dtype, the destination device writes it. */
@@ -13,7 +16,7 @@ static int copy_across_devices(em_tensor *dst, const em_tensor *src) {
   int rc = -1;
   /* 1. Make src contiguous and of dst's dtype, still on its own device. */
   em_tensor *cast = em_empty(dst->ndim, dst->sizes, (em_dtype)dst->dtype_id, src->device_id);
-  if (cast == NULL || em_copy_(cast, src) != 0) goto done;
+  if (cast == NULL || copy_raw(cast, src) != 0) goto done;
   /* 2. Bring it to the CPU (a no-op view when it is there already). */
   host_src = em_empty(dst->ndim, dst->sizes, (em_dtype)dst->dtype_id, EM_CPU);
   if (host_src == NULL) goto done;
@@ -23,7 +26,7 @@ static int copy_across_devices(em_tensor *dst, const em_tensor *src) {
     goto done;
   /* 3. Write it into dst, through a contiguous staging tensor when dst is strided. */
   if (dst->device_id == EM_CPU) {
-    rc = em_copy_(dst, host_src);
+    rc = copy_raw(dst, host_src);
     goto done;
   }
   if (em_is_contiguous(dst)) {
@@ -37,7 +40,7 @@ static int copy_across_devices(em_tensor *dst, const em_tensor *src) {
     if (nbytes &&
         em_device_backend(dst->device_id)->write(staged->storage, 0, host_src->storage->data, nbytes))
       goto done;
-    rc = em_copy_(dst, staged);
+    rc = copy_raw(dst, staged);
   }
 done:
   em_release(cast);
@@ -46,8 +49,26 @@ done:
   return rc;
 }
 
+/* copy_ as autograd sees it: dst becomes a (cast, broadcast) copy of src. */
+static int copy_recorded(em_tensor *dst, const em_tensor *src) {
+  if (em_ag_inplace_check("copy_", dst) != 0) return -1;
+  em_tensor *b = em_expand(src, dst->ndim, dst->sizes);
+  em_tensor *r = b ? em_to_dtype(b, (em_dtype)dst->dtype_id) : NULL;
+  int rc = r ? em_ag_adopt(dst, r) : -1;
+  em_release(b);
+  em_release(r);
+  return rc;
+}
+
 int em_copy_(em_tensor *dst, const em_tensor *src) {
   if (dst == NULL || src == NULL) return em_error("copy_: expected two tensors, got NULL");
+  const em_tensor *both[2] = {dst, src};
+  if (dst->device_id == src->device_id && em_ag_should_record(2, both))
+    return copy_recorded(dst, src);
+  return copy_raw(dst, src);
+}
+
+static int copy_raw(em_tensor *dst, const em_tensor *src) {
   em_tensor *b = em_broadcast_to("copy_", src, dst->ndim, dst->sizes);
   if (b == NULL) return -1;
   int rc;
@@ -76,12 +97,12 @@ static em_tensor *copy_to(const char *fn, const em_tensor *t, em_dtype dtype, in
   if (t == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
   if (em_check_dtype(fn, dtype) != 0 || em_check_device(fn, device) != 0) return NULL;
   em_tensor *out = em_empty(t->ndim, t->sizes, dtype, device);
-  if (out && em_copy_(out, t) != 0) {
+  if (out && copy_raw(out, t) != 0) {
     em_error_prefix(fn);
     em_release(out);
     return NULL;
   }
-  return out;
+  return device == t->device_id ? em_ag_copy(t, out) : out;
 }
 
 em_tensor *em_to_dtype(const em_tensor *t, em_dtype dtype) {

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 
+#include "../autograd/record.h"
 #include "elementwise.h"
 
 static const char *unary_names[EM_NUM_UNARY] = {
@@ -76,7 +77,9 @@ em_tensor *em_unary(em_unary_op op, const em_tensor *x) {
   em_ew ew;
   if (em_ew_begin(&ew, fn, 1, &x) != 0) return NULL;
   ew.compute = compute;
-  return em_ew_run(&ew, out_dtype, unary_kernel, &op);
+  em_tensor *out = em_ew_run(&ew, out_dtype, unary_kernel, &op);
+  EM_AG_RECORD(out, 1, &x, em_ag_record_unary(op, out, x));
+  return out;
 }
 
 /* In place: computes into a temporary when the result dtype differs from x's (sqrt_ on an int
@@ -87,6 +90,8 @@ int em_unary_(em_unary_op op, em_tensor *x) {
   if (x == NULL) return em_error("%s_: expected a tensor, got NULL", fn);
   em_dtype compute, out_dtype;
   if (unary_types(fn, op, (em_dtype)x->dtype_id, &compute, &out_dtype) != 0) return -1;
+  const em_tensor *ins[1] = {x};
+  EM_AG_INPLACE(fn, x, 1, ins, em_unary(op, self_clone));
   em_ew ew;
   if (em_ew_begin(&ew, fn, 1, (const em_tensor *const *)&x) != 0) return -1;
   ew.compute = compute;
@@ -170,13 +175,18 @@ static em_tensor *binary_new(em_binary_op op, const em_tensor *a, const em_tenso
   em_dtype out_dtype;
   if (binary_begin(&ew, fn, op, a, b, alpha, &out_dtype) != 0) return NULL;
   binary_arg arg = {op, alpha};
-  return em_ew_run(&ew, out_dtype, binary_kernel, &arg);
+  em_tensor *out = em_ew_run(&ew, out_dtype, binary_kernel, &arg);
+  const em_tensor *ins[2] = {a, b};
+  EM_AG_RECORD(out, 2, ins, em_ag_record_binary(op, out, a, b, alpha));
+  return out;
 }
 
 static int binary_inplace(em_binary_op op, em_tensor *a, const em_tensor *b, double alpha) {
   if ((unsigned)op >= EM_NUM_BINARY) return em_error("binary_: invalid op %d", (int)op);
   const char *fn = binary_names[op];
   if (a == NULL || b == NULL) return em_error("%s_: expected two tensors, got NULL", fn);
+  const em_tensor *ins[2] = {a, b};
+  EM_AG_INPLACE(fn, a, 2, ins, binary_new(op, self_clone, b, alpha));
   em_ew ew;
   em_dtype out_dtype;
   if (binary_begin(&ew, fn, op, a, b, alpha, &out_dtype) != 0) return -1;
@@ -208,6 +218,13 @@ em_tensor *em_binary_scalar(em_binary_op op, const em_tensor *a, double s, int r
   em_storage ss;
   double cell;
   em_stack_scalar(&st, &ss, &cell, s, a->device_id);
+  if (em_ag_should_record(1, &a)) { /* the tape may save the scalar: it must outlive the call */
+    em_tensor *heap = em_scalar_tensor(s, (em_dtype)st.dtype_id, a->device_id, 1);
+    if (heap == NULL) return NULL;
+    em_tensor *out = reversed ? binary_new(op, heap, a, 1.0) : binary_new(op, a, heap, 1.0);
+    em_release(heap);
+    return out;
+  }
   return reversed ? binary_new(op, &st, a, 1.0) : binary_new(op, a, &st, 1.0);
 }
 
@@ -217,5 +234,12 @@ int em_binary_scalar_(em_binary_op op, em_tensor *a, double s) {
   em_storage ss;
   double cell;
   em_stack_scalar(&st, &ss, &cell, s, a->device_id);
+  if (em_ag_should_record(1, (const em_tensor *const *)&a)) {
+    em_tensor *heap = em_scalar_tensor(s, (em_dtype)st.dtype_id, a->device_id, 1);
+    if (heap == NULL) return -1;
+    int rc = binary_inplace(op, a, heap, 1.0);
+    em_release(heap);
+    return rc;
+  }
   return binary_inplace(op, a, &st, 1.0);
 }

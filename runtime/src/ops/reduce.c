@@ -19,6 +19,7 @@
  */
 #include <math.h>
 
+#include "../autograd/record.h"
 #include "../backend.h"
 
 static const char *reduce_names[EM_NUM_REDUCE] = {
@@ -86,7 +87,8 @@ static em_tensor *drop_dims(em_tensor *k, uint32_t mask, int keepdim) {
     sizes[n] = k->sizes[d];
     strides[n++] = k->strides[d];
   }
-  em_tensor *v = em_tensor_view_of(k, n, sizes, strides, k->offset);
+  em_tensor *v = em_ag_view(k, em_tensor_view_of(k, n, sizes, strides, k->offset),
+                            EM_VIEW_RESHAPE, 0, NULL);
   em_release(k);
   return v;
 }
@@ -165,7 +167,9 @@ em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, const int *
   bool no_identity = op == EM_AMAX || op == EM_AMIN;
   if (red_begin(&c, fn, x, ndims, dims, compute, out_dtype, no_identity) != 0)
     return red_end(&c, -1, keepdim);
-  return red_end(&c, run_reduce(&c, op), keepdim);
+  int rc = run_reduce(&c, op);
+  if (rc == 0 && em_ag_should_record(1, &x)) rc = em_ag_record_reduce(op, c.out, x, c.mask);
+  return red_end(&c, rc, keepdim);
 }
 
 static int run_moments(red_call *c, double correction, int take_sqrt) {
@@ -184,7 +188,10 @@ static em_tensor *moments(const char *fn, const em_tensor *x, int ndims, const i
   em_dtype dt = (em_dtype)x->dtype_id;
   red_call c;
   if (red_begin(&c, fn, x, ndims, dims, dt, dt, false) != 0) return red_end(&c, -1, keepdim);
-  return red_end(&c, run_moments(&c, correction, take_sqrt), keepdim);
+  int rc = run_moments(&c, correction, take_sqrt);
+  if (rc == 0 && em_ag_should_record(1, &x))
+    rc = em_ag_record_moments(c.out, x, c.mask, correction, take_sqrt);
+  return red_end(&c, rc, keepdim);
 }
 
 em_tensor *em_var(const em_tensor *x, int ndims, const int *dims, double correction,
@@ -214,7 +221,9 @@ em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int
   bool no_identity = p < 0 || p == INFINITY;
   if (red_begin(&c, fn, x, ndims, dims, dt, dt, no_identity) != 0)
     return red_end(&c, -1, keepdim);
-  return red_end(&c, run_norm(&c, p), keepdim);
+  int rc = run_norm(&c, p);
+  if (rc == 0 && em_ag_should_record(1, &x)) rc = em_ag_record_norm(c.out, x, c.mask, p);
+  return red_end(&c, rc, keepdim);
 }
 
 /* ---- max / min along a dim, argmax / argmin ------------------------------------------------ */
@@ -256,6 +265,12 @@ static int max_min_dim(const char *fn, int is_max, const em_tensor *x, int dim, 
   em_tensor *v, *i;
   uint32_t mask;
   if (arg_along(fn, is_max, x, dim, &v, &i, &mask) != 0) return -1;
+  if (em_ag_should_record(1, &x) &&
+      em_ag_record_max_dim(v, i, x, x->ndim > 0 ? __builtin_ctz(mask | (1u << 31)) : 0, is_max) != 0) {
+    em_release(v);
+    em_release(i);
+    return -1;
+  }
   *values = drop_dims(v, mask, keepdim);
   *indices = drop_dims(i, mask, keepdim);
   if (*values && *indices) return 0;
@@ -351,6 +366,7 @@ static em_tensor *along_dim(const char *fn, line_op op, const em_tensor *x, int 
     em_release(out);
     out = NULL;
   }
+  EM_AG_RECORD(out, 1, &x, em_ag_record_line((int)op, out, x, d));
   em_release(cast);
   return out;
 }

@@ -2,6 +2,7 @@
  * shape.c: views. Each function computes new sizes, strides and offset over the same storage;
  * none copies data (reshape copies only when no view can express the result).
  */
+#include "../autograd/record.h"
 #include "../internal.h"
 
 em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
@@ -20,6 +21,8 @@ em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
   if (!empty && (overflow || lo < 0 || hi >= (int64_t)t->storage->nbytes / esize))
     return em_error_null("as_strided: view reaches outside its storage of %lld elements",
                          (long long)((int64_t)t->storage->nbytes / esize));
+  if (em_ag_should_record(1, &t))
+    return em_error_null("as_strided: not differentiable; detach() the tensor first");
   return em_tensor_view_of(t, ndim, sizes, strides, offset);
 }
 
@@ -91,13 +94,14 @@ em_tensor *em_view(const em_tensor *t, int ndim, const int64_t *sizes) {
   if (!view_strides(t, ndim, s, st))
     return em_error_null("view: the tensor's strides are incompatible with the new shape; use "
                          "reshape, or contiguous first");
-  return em_tensor_view_of(t, ndim, s, st, t->offset);
+  return em_ag_view(t, em_tensor_view_of(t, ndim, s, st, t->offset), EM_VIEW_RESHAPE, 0, NULL);
 }
 
 em_tensor *em_reshape(const em_tensor *t, int ndim, const int64_t *sizes) {
   int64_t s[EM_MAX_DIMS], st[EM_MAX_DIMS];
   if (infer_sizes("reshape", t, ndim, sizes, s) != 0) return NULL;
-  if (view_strides(t, ndim, s, st)) return em_tensor_view_of(t, ndim, s, st, t->offset);
+  if (view_strides(t, ndim, s, st))
+    return em_ag_view(t, em_tensor_view_of(t, ndim, s, st, t->offset), EM_VIEW_RESHAPE, 0, NULL);
   em_tensor *c = em_contiguous(t);
   if (c == NULL) return NULL;
   em_tensor *v = em_view(c, ndim, s);
@@ -122,7 +126,9 @@ em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int
   memcpy(strides, t->strides, sizeof strides);
   sizes[d] = len;
   strides[d] *= step;
-  return em_tensor_view_of(t, t->ndim, sizes, strides, t->offset + start * t->strides[d]);
+  int64_t params[4] = {d, start, end, step};
+  return em_ag_view(t, em_tensor_view_of(t, t->ndim, sizes, strides, t->offset + start * t->strides[d]),
+                    EM_VIEW_SLICE, 4, params);
 }
 
 em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length) {
@@ -137,7 +143,9 @@ em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length)
   int64_t sizes[EM_MAX_DIMS];
   memcpy(sizes, t->sizes, sizeof sizes);
   sizes[d] = length;
-  return em_tensor_view_of(t, t->ndim, sizes, t->strides, t->offset + start * t->strides[d]);
+  int64_t params[3] = {d, start, length};
+  return em_ag_view(t, em_tensor_view_of(t, t->ndim, sizes, t->strides, t->offset + start * t->strides[d]),
+                    EM_VIEW_NARROW, 3, params);
 }
 
 em_tensor *em_select(const em_tensor *t, int dim, int64_t index) {
@@ -156,7 +164,9 @@ em_tensor *em_select(const em_tensor *t, int dim, int64_t index) {
     sizes[k] = t->sizes[i];
     strides[k++] = t->strides[i];
   }
-  return em_tensor_view_of(t, k, sizes, strides, t->offset + index * t->strides[d]);
+  int64_t params[2] = {d, index};
+  return em_ag_view(t, em_tensor_view_of(t, k, sizes, strides, t->offset + index * t->strides[d]),
+                    EM_VIEW_SELECT, 2, params);
 }
 
 em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1) {
@@ -170,13 +180,18 @@ em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1) {
     sizes[a] = t->sizes[b], sizes[b] = t->sizes[a];
     strides[a] = t->strides[b], strides[b] = t->strides[a];
   }
-  return em_tensor_view_of(t, t->ndim, sizes, strides, t->offset);
+  int64_t perm[EM_MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++) perm[i] = i == a ? b : i == b ? a : i;
+  return em_ag_view(t, em_tensor_view_of(t, t->ndim, sizes, strides, t->offset), EM_VIEW_PERMUTE,
+                    t->ndim, perm);
 }
 
 em_tensor *em_t(const em_tensor *t) {
   if (t->ndim > 2)
     return em_error_null("t: expected a tensor with at most 2 dimensions, got %d", t->ndim);
-  if (t->ndim < 2) return em_tensor_view_of(t, t->ndim, t->sizes, t->strides, t->offset);
+  if (t->ndim < 2)
+    return em_ag_view(t, em_tensor_view_of(t, t->ndim, t->sizes, t->strides, t->offset),
+                      EM_VIEW_RESHAPE, 0, NULL);
   return em_transpose(t, 0, 1);
 }
 
@@ -193,7 +208,10 @@ em_tensor *em_permute(const em_tensor *t, int ndim, const int *dims) {
     sizes[i] = t->sizes[d];
     strides[i] = t->strides[d];
   }
-  return em_tensor_view_of(t, ndim, sizes, strides, t->offset);
+  int64_t perm[EM_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) perm[i] = dims[i] < 0 ? dims[i] + ndim : dims[i];
+  return em_ag_view(t, em_tensor_view_of(t, ndim, sizes, strides, t->offset), EM_VIEW_PERMUTE,
+                    ndim, perm);
 }
 
 em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes) {
@@ -206,7 +224,7 @@ em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes) {
     s[i] = sizes[i] == -1 && j >= 0 ? t->sizes[j] : sizes[i];
     if (s[i] < 0) return em_error_null("expand: invalid size %lld", (long long)sizes[i]);
   }
-  em_tensor *v = em_broadcast_to("expand", t, ndim, s);
+  em_tensor *v = em_ag_view(t, em_broadcast_to("expand", t, ndim, s), EM_VIEW_EXPAND, 0, NULL);
   return v;
 }
 
@@ -214,7 +232,8 @@ em_tensor *em_squeeze(const em_tensor *t, int dim) {
   int d;
   if (em_wrap_dim("squeeze", dim, t->ndim, &d) != 0) return NULL;
   if (t->ndim == 0 || t->sizes[d] != 1)
-    return em_tensor_view_of(t, t->ndim, t->sizes, t->strides, t->offset);
+    return em_ag_view(t, em_tensor_view_of(t, t->ndim, t->sizes, t->strides, t->offset),
+                      EM_VIEW_RESHAPE, 0, NULL);
   return em_select(t, d, 0);
 }
 
@@ -226,7 +245,7 @@ em_tensor *em_squeeze_all(const em_tensor *t) {
     sizes[k] = t->sizes[i];
     strides[k++] = t->strides[i];
   }
-  return em_tensor_view_of(t, k, sizes, strides, t->offset);
+  return em_ag_view(t, em_tensor_view_of(t, k, sizes, strides, t->offset), EM_VIEW_RESHAPE, 0, NULL);
 }
 
 em_tensor *em_unsqueeze(const em_tensor *t, int dim) {
@@ -244,7 +263,8 @@ em_tensor *em_unsqueeze(const em_tensor *t, int dim) {
       strides[i] = t->strides[k++];
     }
   }
-  return em_tensor_view_of(t, t->ndim + 1, sizes, strides, t->offset);
+  return em_ag_view(t, em_tensor_view_of(t, t->ndim + 1, sizes, strides, t->offset),
+                    EM_VIEW_RESHAPE, 0, NULL);
 }
 
 em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step) {
@@ -258,6 +278,8 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step) {
                          dim, (long long)n);
   if (step <= 0) return em_error_null("unfold: expected a step > 0, got %lld", (long long)step);
   if (t->ndim == 0) { /* a scalar is one window of `size` (0 or 1) elements, as in PyTorch */
+    if (em_ag_should_record(1, &t))
+      return em_error_null("unfold: not differentiable for 0-d tensors");
     int64_t one = 1;
     return em_tensor_view_of(t, 1, &size, &one, t->offset);
   }
@@ -270,7 +292,11 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step) {
   strides[d] = (t->ndim ? t->strides[d] : 1) * step;
   sizes[nd] = size;
   strides[nd] = t->ndim ? t->strides[d] : 1;
-  return em_tensor_view_of(t, nd + 1, sizes, strides, t->offset);
+  int64_t params[3] = {d, size, step};
+  if (t->ndim == 0 && em_ag_should_record(1, &t))
+    return em_error_null("unfold: not differentiable for 0-d tensors");
+  return em_ag_view(t, em_tensor_view_of(t, nd + 1, sizes, strides, t->offset), EM_VIEW_UNFOLD, 3,
+                    params);
 }
 
 em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim) {

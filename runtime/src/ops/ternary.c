@@ -7,6 +7,7 @@
  */
 #include <math.h>
 
+#include "../autograd/record.h"
 #include "elementwise.h"
 
 static bool is_int(em_dtype d) { return !em_dtypes[d].is_float; }
@@ -47,6 +48,8 @@ em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *
     ew.compute = em_result_type_n(2, ts + 1);
     out = em_ew_run(&ew, ew.compute, where_kernel, NULL);
   }
+  const em_tensor *ins[3] = {c, a, b};
+  EM_AG_RECORD(out, 3, ins, em_ag_record_where(out, c, a, b));
   em_release(cast);
   return out;
 }
@@ -74,7 +77,10 @@ em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double valu
   em_storage vs;
   double cell;
   if (masked_fill_begin(&ew, "masked_fill", x, mask, &vt, &vs, &cell, value) != 0) return NULL;
-  return em_ew_run(&ew, ew.compute, where_kernel, NULL);
+  em_tensor *out = em_ew_run(&ew, ew.compute, where_kernel, NULL);
+  const em_tensor *ins[3] = {mask, NULL, x}; /* where(mask, value, x): the value has no grad */
+  EM_AG_RECORD(out, 3, ins, em_ag_record_where(out, mask, NULL, x));
+  return out;
 }
 
 int em_masked_fill_(em_tensor *x, const em_tensor *mask, double value) {
@@ -83,6 +89,8 @@ int em_masked_fill_(em_tensor *x, const em_tensor *mask, double value) {
   em_storage vs;
   double cell;
   if (masked_fill_begin(&ew, "masked_fill_", x, mask, &vt, &vs, &cell, value) != 0) return -1;
+  const em_tensor *ins[1] = {x};
+  EM_AG_INPLACE("masked_fill_", x, 1, ins, em_masked_fill(self_clone, mask, value));
   return em_ew_run_inplace(&ew, x, ew.compute, where_kernel, NULL);
 }
 
@@ -110,12 +118,17 @@ static int clamp_begin(em_ew *ew, const char *fn, const em_tensor *x, const em_t
 em_tensor *em_clamp(const em_tensor *x, const em_tensor *lo, const em_tensor *hi) {
   em_ew ew;
   if (clamp_begin(&ew, "clamp", x, lo, hi) != 0) return NULL;
-  return em_ew_run(&ew, ew.compute, clamp_kernel, NULL);
+  em_tensor *out = em_ew_run(&ew, ew.compute, clamp_kernel, NULL);
+  const em_tensor *ins[3] = {x, lo, hi};
+  EM_AG_RECORD(out, 3, ins, em_ag_record_clamp(out, x, lo, hi));
+  return out;
 }
 
 int em_clamp_(em_tensor *x, const em_tensor *lo, const em_tensor *hi) {
   em_ew ew;
   if (clamp_begin(&ew, "clamp_", x, lo, hi) != 0) return -1;
+  const em_tensor *ins[3] = {x, lo, hi};
+  EM_AG_INPLACE("clamp_", x, 3, ins, em_clamp(self_clone, lo, hi));
   return em_ew_run_inplace(&ew, x, ew.compute, clamp_kernel, NULL);
 }
 
@@ -147,12 +160,17 @@ static int lerp_begin(em_ew *ew, const char *fn, const em_tensor *start, const e
 em_tensor *em_lerp(const em_tensor *start, const em_tensor *end, const em_tensor *weight) {
   em_ew ew;
   if (lerp_begin(&ew, "lerp", start, end, weight) != 0) return NULL;
-  return em_ew_run(&ew, ew.compute, lerp_kernel, NULL);
+  em_tensor *out = em_ew_run(&ew, ew.compute, lerp_kernel, NULL);
+  const em_tensor *ins[3] = {start, end, weight};
+  EM_AG_RECORD(out, 3, ins, em_ag_record_lerp(out, start, end, weight));
+  return out;
 }
 
 int em_lerp_(em_tensor *start, const em_tensor *end, const em_tensor *weight) {
   em_ew ew;
   if (lerp_begin(&ew, "lerp_", start, end, weight) != 0) return -1;
+  const em_tensor *ins[3] = {start, end, weight};
+  EM_AG_INPLACE("lerp_", start, 3, ins, em_lerp(self_clone, end, weight));
   return em_ew_run_inplace(&ew, start, ew.compute, lerp_kernel, NULL);
 }
 
@@ -195,13 +213,18 @@ static em_tensor *addc_new(const char *fn, int divide, const em_tensor *x, const
   em_ew ew;
   if (addc_begin(&ew, fn, divide, x, t1, t2, value) != 0) return NULL;
   addc_arg arg = {divide, value};
-  return em_ew_run(&ew, ew.compute, addc_kernel, &arg);
+  em_tensor *out = em_ew_run(&ew, ew.compute, addc_kernel, &arg);
+  const em_tensor *ins[3] = {x, t1, t2};
+  EM_AG_RECORD(out, 3, ins, em_ag_record_addc(divide, out, x, t1, t2, value));
+  return out;
 }
 
 static int addc_inplace(const char *fn, int divide, em_tensor *x, const em_tensor *t1,
                         const em_tensor *t2, double value) {
   em_ew ew;
   if (addc_begin(&ew, fn, divide, x, t1, t2, value) != 0) return -1;
+  const em_tensor *ins[3] = {x, t1, t2};
+  EM_AG_INPLACE(fn, x, 3, ins, addc_new(fn, divide, self_clone, t1, t2, value));
   addc_arg arg = {divide, value};
   return em_ew_run_inplace(&ew, x, ew.compute, addc_kernel, &arg);
 }

@@ -1,0 +1,73 @@
+/*
+ * util.c: what the backward formulas share: shaping a gradient back to an input (undoing
+ * broadcasting and promotion), and accumulating into .grad.
+ */
+#include "autograd.h"
+
+em_tensor *em_ag_shape_to_input(const em_node *node, int i, em_tensor *grad) {
+  const em_input_edge *e = &node->inputs[i];
+  em_tensor *g = em_retain(grad);
+  /* Sum over the dims broadcasting added or expanded. */
+  int lead = g->ndim - e->ndim, dims[EM_MAX_DIMS], n = 0;
+  for (int d = 0; d < g->ndim; d++)
+    if (d < lead || (e->sizes[d - lead] == 1 && g->sizes[d] != 1)) dims[n++] = d;
+  if (n > 0) {
+    em_tensor *s = em_reduce(EM_SUM, g, n, dims, 1);
+    em_release(g);
+    if (s == NULL) return NULL;
+    em_tensor *r = em_reshape(s, e->ndim, e->sizes);
+    em_release(s);
+    if (r == NULL) return NULL;
+    g = r;
+  } else if (g->ndim != e->ndim) {
+    em_tensor *r = em_reshape(g, e->ndim, e->sizes);
+    em_release(g);
+    if (r == NULL) return NULL;
+    g = r;
+  }
+  if (g->dtype_id != e->dtype_id) {
+    em_tensor *c = em_to_dtype(g, (em_dtype)e->dtype_id);
+    em_release(g);
+    g = c;
+  }
+  return g;
+}
+
+void em_ag_release_all(int n, em_tensor **ts) {
+  for (int i = 0; i < n; i++) {
+    em_release(ts[i]);
+    ts[i] = NULL;
+  }
+}
+
+/* Gradients in the graph may be broadcast views (stride 0) or views of other buffers: .grad
+ * gets its own contiguous copy. */
+static int add_into(em_tensor **slot, const em_tensor *grad) {
+  if (*slot == NULL) {
+    *slot = em_grad_enabled() ? em_binary_scalar(EM_MUL, grad, 1.0, 0) : em_clone(grad);
+    return *slot ? 0 : -1;
+  }
+  if (em_grad_enabled()) { /* create_graph: keep the sum differentiable */
+    em_tensor *sum = em_binary(EM_ADD, *slot, grad);
+    if (sum == NULL) return -1;
+    em_release(*slot);
+    *slot = sum;
+    return 0;
+  }
+  return em_binary_(EM_ADD, *slot, grad);
+}
+
+int em_ag_retain_into(em_grad_meta *meta, const em_tensor *grad) {
+  return add_into(&meta->grad, grad);
+}
+
+int em_ag_accumulate(em_node *node, const em_tensor *grad, em_tensor **grad_inputs) {
+  (void)grad_inputs;
+  em_tensor *leaf = node->leaf;
+  em_grad_meta *m = leaf->grad_meta;
+  em_tensor *g = em_ag_run_hooks(&m->hooks, (em_tensor *)grad);
+  if (g == NULL) return -1;
+  int rc = add_into(&m->grad, g);
+  em_release(g);
+  return rc;
+}
