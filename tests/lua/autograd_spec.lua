@@ -224,3 +224,54 @@ describe('gradcheck', function()
     gradcheck(function(x, y, z) return x:addcdiv(y, z:abs() + 1, 0.5) end, { a, b, w })
   end)
 end)
+
+describe('gradcheck of reductions', function()
+  it('checks sum, mean, prod, amax, amin, logsumexp over dims', function()
+    local x = rand64(3, 4)
+    for _, name in ipairs({ 'sum', 'mean', 'prod', 'amax', 'amin', 'logsumexp' }) do
+      gradcheck(function(t) return t[name](t) end, { x })
+      gradcheck(function(t) return t[name](t, 2) end, { x })
+      gradcheck(function(t) return t[name](t, 1, true) end, { x })
+      if name ~= 'logsumexp' then gradcheck(function(t) return t[name](t, { 1, 2 }) end, { x }) end
+    end
+  end)
+
+  it('checks prod through zeros exactly', function()
+    local x = leaf({ { 1, 0, 3 }, { 0, 0, 2 }, { 4, 5, 6 } })
+    gradcheck(function(t) return t:prod(2) end, { x })
+    gradcheck(function(t) return t:prod() end, { leaf({ 2, 0, 3 }) })
+  end)
+
+  it('shares the gradient of amax between ties', function()
+    local x = leaf({ 1, 3, 3 })
+    x:amax():backward()
+    H.assert_close(x.grad, { 0, 0.5, 0.5 })
+  end)
+
+  it('checks var, std and norm', function()
+    local x = rand64(3, 4)
+    gradcheck(function(t) return t:var() end, { x })
+    gradcheck(function(t) return t:var(2, { correction = 0 }) end, { x })
+    gradcheck(function(t) return t:std(1) end, { x })
+    for _, p in ipairs({ 1, 2, 3, 1.5 }) do
+      gradcheck(function(t) return t:norm(p) end, { x })
+      gradcheck(function(t) return t:norm(p, 2) end, { x })
+    end
+    gradcheck(function(t) return t:norm(math.huge, 2) end, { x })
+  end)
+
+  it('checks max and min along a dim', function()
+    local x = rand64(3, 4)
+    gradcheck(function(t) local v = t:max(2); return v end, { x })
+    gradcheck(function(t) local v = t:min(1, true); return v end, { x })
+  end)
+
+  it('checks cumsum, cumprod, softmax, log_softmax', function()
+    local x = rand64(3, 4)
+    gradcheck(function(t) return t:cumsum(2) end, { x })
+    gradcheck(function(t) return t:cumsum(1) end, { x })
+    gradcheck(function(t) return t:cumprod(2) end, { x })
+    gradcheck(function(t) return t:softmax(2) end, { x })
+    gradcheck(function(t) return t:log_softmax(1) end, { x })
+  end)
+end)

@@ -237,7 +237,11 @@ int em_ag_record_max_dim(em_tensor *values, const em_tensor *indices, const em_t
   em_node *node = em_ag_node_new(is_max ? "MaxBackward" : "MinBackward", max_dim_backward, 1, &x);
   if (node == NULL) return -1;
   node->ints[0] = dim;
-  if (em_ag_save(node, indices)) {
+  /* A private copy: callers adjust returned indices in place (Lua makes them 1-based). */
+  em_tensor *copy = em_clone(indices);
+  int rc = copy ? em_ag_save(node, copy) : -1;
+  em_release(copy);
+  if (rc != 0) {
     em_node_release(node);
     return -1;
   }
