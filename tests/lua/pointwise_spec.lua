@@ -595,6 +595,36 @@ describe('large inputs', function()
     local _ = { ka, kb, keep, keep2, keep3 }
   end)
 
+  it('stream outputs larger than the cache with the same results', function()
+    local n = 6000001 -- 24 MB of float32: past half the last-level cache of most machines
+    local a = ember.arange(n):remainder(1000)
+    local b = ember.arange(n):remainder(7)
+    local pa, ka = doubles(a)
+    local pb, kb = doubles(b)
+    local function check(r, f, off, what)
+      local p, keep = doubles(r)
+      local m = r:numel()
+      for i = 0, m - 1, 991 do
+        assert(math.abs(p[i] - f(pa[i + off], pb[i + off])) < 1e-3, what .. ' at ' .. i)
+      end
+      for i = m - 40, m - 1 do -- the tail after the last full chunk
+        assert(math.abs(p[i] - f(pa[i + off], pb[i + off])) < 1e-3, what .. ' at ' .. i)
+      end
+      local _ = keep
+    end
+    check(a + b, function(x, y) return x + y end, 0, 'add')
+    -- an output view that starts off the 16-byte boundary
+    local out = ember.zeros(n + 1)
+    local dst = out:narrow(1, 2, n - 1)
+    dst:copy_(a:narrow(1, 2, n - 1))
+    dst:mul_(b:narrow(1, 2, n - 1))
+    check(dst, function(x, y) return x * y end, 1, 'mul_ offset')
+    check(a:narrow(1, 2, n - 1) - b:narrow(1, 2, n - 1), function(x, y) return x - y end, 1, 'sub offset')
+    check(ember.where(a:gt(500), a, b), function(x, y) return x > 500 and x or y end, 0, 'where')
+    check(a:clamp(100, 900), function(x) return math.min(math.max(x, 100), 900) end, 0, 'clamp')
+    local _ = { ka, kb }
+  end)
+
   it('report integer division by zero found on any thread', function()
     local n = 200000
     local a = ember.arange(n, { dtype = 'int32' })

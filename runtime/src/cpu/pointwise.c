@@ -8,7 +8,108 @@
  * division by zero, negative integer power) into a message. 16-bit floats run the float32 loop
  * on chunks converted on the stack: no allocation per call.
  */
+#include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "pointwise.h"
+
+/* ---- streaming stores for large outputs ---- */
+
+/* Bytes computed into an L1-resident buffer before they are streamed out. */
+enum { STREAM_CHUNK = 4096 };
+
+typedef struct stream_ctx {
+  em_cpu_loop loop;
+  void *ctx;
+  int nops;
+} stream_ctx;
+
+/* Copies n bytes to dst (16-byte aligned) with non-temporal stores; src is 64-byte aligned. */
+static void stream_copy(char *dst, const char *src, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 64 <= n; i += 64) {
+    __m128i x0 = _mm_load_si128((const __m128i *)(src + i));
+    __m128i x1 = _mm_load_si128((const __m128i *)(src + i + 16));
+    __m128i x2 = _mm_load_si128((const __m128i *)(src + i + 32));
+    __m128i x3 = _mm_load_si128((const __m128i *)(src + i + 48));
+    _mm_stream_si128((__m128i *)(dst + i), x0);
+    _mm_stream_si128((__m128i *)(dst + i + 16), x1);
+    _mm_stream_si128((__m128i *)(dst + i + 32), x2);
+    _mm_stream_si128((__m128i *)(dst + i + 48), x3);
+  }
+#endif
+  memcpy(dst + i, src + i, (size_t)(n - i));
+}
+
+/* The wrapped loop computes each chunk of a contiguous output run into a stack buffer, which
+ * is then streamed to memory. In-place ops stay correct: a chunk's inputs are read before its
+ * outputs are written. */
+static void stream_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
+  const stream_ctx *sc = vctx;
+  int64_t os = s[0];
+  if (os <= 0 || os > 8 || ((uintptr_t)p[0] % (uintptr_t)os) != 0) {
+    sc->loop(p, s, n, sc->ctx);
+    return;
+  }
+  _Alignas(64) char buf[STREAM_CHUNK];
+  /* Plain stores up to the first 16-byte boundary of the output. */
+  int64_t head = (int64_t)((16 - ((uintptr_t)p[0] & 15)) & 15) / os;
+  if (head > n) head = n;
+  if (head > 0) sc->loop(p, s, head, sc->ctx);
+  char *q[EM_ITER_MAX_OPERANDS];
+  int64_t qs[EM_ITER_MAX_OPERANDS];
+  qs[0] = os;
+  for (int k = 1; k < sc->nops; k++) qs[k] = s[k];
+  int64_t chunk = STREAM_CHUNK / os;
+  for (int64_t i = head; i < n; i += chunk) {
+    int64_t m = n - i < chunk ? n - i : chunk;
+    q[0] = buf;
+    for (int k = 1; k < sc->nops; k++) q[k] = p[k] + i * s[k];
+    sc->loop(q, qs, m, sc->ctx);
+    stream_copy(p[0] + i * os, buf, m * os);
+  }
+#if defined(__SSE2__)
+  _mm_sfence(); /* streamed stores are weakly ordered: publish them before returning */
+#endif
+}
+
+/* Outputs from this many bytes on are streamed: half the last-level cache, where a result
+ * would no longer stay cached for the next op anyway. */
+static int64_t stream_threshold(void) {
+  static int64_t cached = 0;
+  int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (t == 0) {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (llc <= 0) llc = 8L << 20;
+    t = (int64_t)llc / 2;
+    if (t < (1 << 20)) t = 1 << 20;
+    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
+  }
+  return t;
+}
+
+/* In place, the output's lines are read anyway (no read-for-ownership to save), and a
+ * streamed store to a cached line costs an eviction: measured slower, so never streamed. */
+static bool writes_an_input(int n, const em_tensor *const *ts) {
+  for (int k = 1; k < n; k++)
+    if (ts[k] != NULL && ts[k]->storage == ts[0]->storage) return true;
+  return false;
+}
+
+void em_pw_for_each(int n, const em_tensor *const *ts, em_cpu_loop loop, void *ctx) {
+  const em_tensor *out = ts[0];
+  int64_t bytes = em_numel(out) * (int64_t)em_dtypes[out->dtype_id].size;
+  if (bytes < stream_threshold() || !em_is_contiguous(out) || writes_an_input(n, ts)) {
+    em_cpu_for_each(n, ts, loop, ctx);
+    return;
+  }
+  stream_ctx sc = {loop, ctx, n};
+  em_cpu_for_each(n, ts, stream_loop, &sc);
+}
 
 /* ---- float16 / bfloat16 ---- */
 
@@ -96,7 +197,7 @@ int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
   em_cpu_loop loop = unary_loop(&c, d, op, out->dtype_id == EM_BOOL && d != EM_BOOL);
   if (loop == NULL) return unsupported(em_unary_name(op), d);
   const em_tensor *ts[2] = {out, x};
-  em_cpu_for_each(2, ts, loop, &c);
+  em_pw_for_each(2, ts, loop, &c);
   return 0;
 }
 
@@ -139,7 +240,7 @@ int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_
   em_cpu_loop loop = binary_loop(&c, d, k, out->dtype_id == EM_BOOL && d != EM_BOOL);
   if (loop == NULL) return unsupported(fn, d);
   const em_tensor *ts[3] = {out, a, b};
-  em_cpu_for_each(3, ts, loop, &c);
+  em_pw_for_each(3, ts, loop, &c);
   switch (c.err) {
   case EM_PW_DIV_ZERO: return em_error("%s: integer division by zero", fn);
   case EM_PW_NEG_POW: return em_error("%s: integers to negative integer powers are not allowed", fn);

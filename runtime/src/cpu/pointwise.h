@@ -46,6 +46,13 @@ em_cpu_loop em_pw_int_binary(em_dtype d, int op);
  * the stack; operands marked in c->passthrough are handed over unconverted. */
 void em_pw_half_loop(char **p, const int64_t *s, int64_t n, void *ctx);
 
+/* em_cpu_for_each for elementwise kernels (operand 0 the output): when the output is
+ * contiguous, not written in place, and larger than about half the last-level cache, its stores
+ * bypass the cache (non-temporal), which saves the read-for-ownership of every output line: a
+ * large add then moves 3 bytes of memory traffic per 3 bytes of data instead of 4, as memcpy
+ * does. */
+void em_pw_for_each(int n, const em_tensor *const *ts, em_cpu_loop loop, void *ctx);
+
 static inline bool em_pw_is_half(em_dtype d) { return d == EM_FLOAT16 || d == EM_BFLOAT16; }
 
 /* ---- loop generators -------------------------------------------------------------------------

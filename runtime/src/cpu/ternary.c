@@ -44,7 +44,7 @@ int em_cpu_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, cons
   static const em_cpu_loop by_size[9] = {NULL, where_1, where_2, NULL, where_4,
                                          NULL, NULL,    NULL,    where_8};
   const em_tensor *ts[4] = {out, cond, a, b};
-  em_cpu_for_each(4, ts, by_size[em_dtypes[out->dtype_id].size], NULL);
+  em_pw_for_each(4, ts, by_size[em_dtypes[out->dtype_id].size], NULL);
   return 0;
 }
 
@@ -134,7 +134,7 @@ static int run_typed(const char *fn, int n, const em_tensor *const *ts, em_dtype
   }
   if (loop == NULL)
     return em_error("%s: not supported for %s tensors on cpu", fn, em_dtype_name(d));
-  em_cpu_for_each(n, ts, loop, c);
+  em_pw_for_each(n, ts, loop, c);
   return 0;
 }
 
