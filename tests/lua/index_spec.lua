@@ -109,6 +109,8 @@ describe('index_select', function()
     -- a non-contiguous index tensor
     local idx = i64({ { 3, 9 }, { 1, 9 }, { 2, 9 } }):select(2, 1)
     H.assert_close(x:index_select(1, idx), ref_index_select(t, { 3, 4, 5 }, 1, { 3, 1, 2 }))
+    -- an expanded (stride-0) index
+    H.assert_close(x:index_select(1, i64({ 2 }):expand(3)), ref_index_select(t, { 3, 4, 5 }, 1, { 2, 2, 2 }))
     assert.are.equal(3, ember.index_select(x, 1, idx):size(1))
   end)
 
@@ -201,6 +203,8 @@ describe('gather', function()
     for i = 1, 4 do tt[i] = {} for j = 1, 5 do tt[i][j] = idx[j][i] end end
     local x2t = int_table({ 4, 5 })
     H.assert_close(ember.tensor(x2t):gather(1, it:t()), ref_gather(x2t, 1, tt))
+    H.assert_close(ember.tensor(x2t):gather(2, i64({ { 5, 1 } }):expand(4, 2)),
+      ref_gather(x2t, 2, { { 5, 1 }, { 5, 1 }, { 5, 1 }, { 5, 1 } }))
     local b = int_table({ 2, 3 }, 0, 1)
     H.assert_close(ember.tensor(b, { dtype = 'bool' }):gather(2, { { 3, 1 }, { 2, 2 } }),
       as_bool(ref_gather(b, 2, { { 3, 1 }, { 2, 2 } })))
@@ -314,6 +318,10 @@ describe('scatter and scatter_add', function()
     H.assert_close(x:scatter(2, ember.zeros(2, 0, { dtype = 'int64' }), src), { { 0, 0, 0 }, { 0, 0, 0 } })
     local e = ember.zeros(0, 3)
     assert.are.equal(0, e:scatter(1, ember.zeros(0, 3, { dtype = 'int64' }), 1):numel())
+    assert.are.equal(0, e:scatter_add(2, ember.zeros(0, 2, { dtype = 'int64' }), ember.ones(0, 2)):numel())
+    -- an expanded (stride-0) index: every row scatters into column 2
+    local ix = i64({ { 2 } }):expand(2, 1)
+    H.assert_close(x:scatter_add(2, ix, src), { { 0, 1, 0 }, { 0, 4, 0 } })
   end)
 
   it('reads indices and sources that alias the target as they were', function()
@@ -418,6 +426,8 @@ describe('index_add, index_copy and index_fill', function()
     H.assert_close(x:index_fill(2, {}, 5), { { 0, 0 }, { 0, 0 }, { 0, 0 } })
     local e = ember.zeros(0, 2)
     assert.are.equal(0, e:index_fill(2, { 1 }, 5):numel())
+    assert.are.equal(0, e:index_add(2, { 2, 2 }, ember.ones(0, 2)):numel())
+    assert.are.same({ 2, 0 }, { ember.zeros(2, 0):index_copy(1, { 2 }, ember.zeros(1, 0)):size(1), 0 })
   end)
 
   it('report bad shapes, alphas, targets and indices', function()
