@@ -76,4 +76,21 @@ int em_ag_record_max_dim(em_tensor *values, const em_tensor *indices, const em_t
 /* kind: 0 cumsum, 1 cumprod, 2 softmax, 3 log_softmax; dim wrapped. */
 int em_ag_record_line(int kind, em_tensor *out, const em_tensor *x, int dim);
 
+/* Indexing, joining, sorting (formulas_index.c); dims wrapped, indices int64 0-based. */
+int em_ag_record_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_ag_record_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_ag_record_scatter(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index,
+                         const em_tensor *src, int accumulate);
+/* kind: 0 index_add (alpha), 1 index_copy, 2 index_fill (src NULL) */
+int em_ag_record_index_put(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index,
+                           const em_tensor *src, double alpha, int kind);
+int em_ag_record_cat(em_tensor *out, int n, em_tensor *const *ts, int dim);
+int em_ag_record_flip(em_tensor *out, const em_tensor *x, uint32_t mask);
+/* shift: per dim of x, in [0, size) */
+int em_ag_record_roll(em_tensor *out, const em_tensor *x, const int64_t *shift);
+int em_ag_record_repeat(em_tensor *out, const em_tensor *x, int ndim, const int64_t *repeats);
+int em_ag_record_triangle(em_tensor *out, const em_tensor *x, int64_t k, int lower);
+/* values and indices of x's rank (sort, topk) */
+int em_ag_record_sort(em_tensor *values, const em_tensor *indices, const em_tensor *x, int dim);
+
 #endif

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../autograd/record.h"
 #include "../backend.h"
 #include "elementwise.h"
 
@@ -164,6 +165,7 @@ em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index) 
   if (be->index_select == NULL) {
     em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name);
   } else if (be->index_select((em_tensor *)o1, x1, d, ci) == 0) {
+    EM_AG_RECORD(out, 1, &x, em_ag_record_index_select(out, x, d, ci));
     goto done;
   }
   em_release(out);
@@ -216,6 +218,7 @@ em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index) {
   if (be->gather == NULL) {
     em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name);
   } else if (be->gather((em_tensor *)as_1d(&oh, out), &xv, d, i1) == 0) {
+    EM_AG_RECORD(out, 1, &x, em_ag_record_gather(out, x, d, idx));
     goto done;
   }
   em_release(out);
@@ -287,10 +290,14 @@ done:
 }
 
 int em_scatter_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src) {
+  const em_tensor *ins[2] = {x, src};
+  EM_AG_INPLACE("scatter_", x, 2, ins, em_scatter(self_clone, dim, index, src));
   return scatter_inplace("scatter_", x, dim, index, src, 0);
 }
 
 int em_scatter_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src) {
+  const em_tensor *ins[2] = {x, src};
+  EM_AG_INPLACE("scatter_add_", x, 2, ins, em_scatter_add(self_clone, dim, index, src));
   return scatter_inplace("scatter_add_", x, dim, index, src, 1);
 }
 
@@ -303,6 +310,9 @@ static em_tensor *scatter_new(const char *fn, const em_tensor *x, int dim,
     em_release(out);
     return NULL;
   }
+  const em_tensor *ins[2] = {x, src};
+  int d = dim < 0 ? dim + (x->ndim > 0 ? x->ndim : 1) : dim;
+  EM_AG_RECORD(out, 2, ins, em_ag_record_scatter(out, x, d, index, src, accumulate));
   return out;
 }
 
@@ -376,10 +386,14 @@ done:
 
 int em_index_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                   double alpha) {
+  const em_tensor *ins[2] = {x, src};
+  EM_AG_INPLACE("index_add_", x, 2, ins, em_index_add(self_clone, dim, index, src, alpha));
   return index_put("index_add_", x, dim, index, src, alpha, 1);
 }
 
 int em_index_copy_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src) {
+  const em_tensor *ins[2] = {x, src};
+  EM_AG_INPLACE("index_copy_", x, 2, ins, em_index_copy(self_clone, dim, index, src));
   return index_put("index_copy_", x, dim, index, src, 1.0, 0);
 }
 
@@ -403,6 +417,8 @@ static int index_fill(const char *fn, em_tensor *x, int dim, const em_tensor *in
 }
 
 int em_index_fill_(em_tensor *x, int dim, const em_tensor *index, double value) {
+  const em_tensor *ins[1] = {x};
+  EM_AG_INPLACE("index_fill_", x, 1, ins, em_index_fill(self_clone, dim, index, value));
   return index_fill("index_fill_", x, dim, index, value);
 }
 
@@ -415,6 +431,9 @@ em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, con
     em_release(out);
     return NULL;
   }
+  const em_tensor *ins[2] = {x, src};
+  int d = dim < 0 ? dim + (x->ndim > 0 ? x->ndim : 1) : dim;
+  EM_AG_RECORD(out, 2, ins, em_ag_record_index_put(out, x, d, index, src, alpha, 0));
   return out;
 }
 
@@ -427,6 +446,9 @@ em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
     em_release(out);
     return NULL;
   }
+  const em_tensor *ins[2] = {x, src};
+  int d = dim < 0 ? dim + (x->ndim > 0 ? x->ndim : 1) : dim;
+  EM_AG_RECORD(out, 2, ins, em_ag_record_index_put(out, x, d, index, src, 1.0, 1));
   return out;
 }
 
@@ -438,6 +460,8 @@ em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, do
     em_release(out);
     return NULL;
   }
+  int d = dim < 0 ? dim + (x->ndim > 0 ? x->ndim : 1) : dim;
+  EM_AG_RECORD(out, 1, &x, em_ag_record_index_put(out, x, d, index, NULL, 1.0, 2));
   return out;
 }
 

@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 
+#include "../autograd/record.h"
 #include "../backend.h"
 #include "elementwise.h"
 
@@ -89,6 +90,7 @@ em_tensor *em_cat(int n, em_tensor *const *tensors, int dim) {
     }
     at += t->sizes[d];
   }
+  EM_AG_RECORD(out, n, (const em_tensor *const *)tensors, em_ag_record_cat(out, n, tensors, d));
   return out;
 }
 
@@ -165,6 +167,7 @@ em_tensor *em_flip(const em_tensor *x, int ndims, const int *dims) {
     em_release(out);
     return NULL;
   }
+  EM_AG_RECORD(out, 1, &x, em_ag_record_flip(out, x, mask));
   return out;
 }
 
@@ -217,6 +220,8 @@ em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const i
     if (flat == NULL) return NULL;
     shift[0] = numel ? ((shifts[0] % numel) + numel) % numel : 0;
     em_tensor *r = roll_dims(flat, shift);
+    const em_tensor *fin = flat;
+    EM_AG_RECORD(r, 1, &fin, em_ag_record_roll(r, flat, shift));
     em_tensor *out = r ? em_view(r, x->ndim, x->sizes) : NULL;
     em_release(flat);
     em_release(r);
@@ -230,7 +235,9 @@ em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const i
     if (n == 0) continue;
     shift[d] = (shift[d] + ((shifts[i] % n) + n) % n) % n;
   }
-  return roll_dims(x, shift);
+  em_tensor *out = roll_dims(x, shift);
+  EM_AG_RECORD(out, 1, &x, em_ag_record_roll(out, x, shift));
+  return out;
 }
 
 /* ---- repeat -------------------------------------------------------------------------------- */
@@ -322,6 +329,7 @@ em_tensor *em_repeat(const em_tensor *x, int ndim, const int64_t *repeats) {
     em_release(out);
     return NULL;
   }
+  EM_AG_RECORD(out, 1, &x, em_ag_record_repeat(out, x, ndim, repeats));
   return out;
 }
 
@@ -376,6 +384,7 @@ static em_tensor *triangle(const char *fn, const em_tensor *x, int64_t k, bool l
     int64_t col0 = lower ? 0 : i + k, ncols = lower ? i + k + 1 : cols - (i + k);
     if (copy_block(x, out, i, 1, col0, ncols) != 0) goto fail;
   }
+  EM_AG_RECORD(out, 1, &x, em_ag_record_triangle(out, x, k, lower));
   return out;
 fail:
   em_error_prefix(fn);

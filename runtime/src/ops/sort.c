@@ -5,6 +5,7 @@
  * argsort and topk are sort plus a view; unique sorts the flattened input and finds where runs
  * of equal values start with ne and nonzero, so it runs wherever those ops do.
  */
+#include "../autograd/record.h"
 #include "../backend.h"
 
 /* ---- sort, argsort ------------------------------------------------------------------------- */
@@ -30,6 +31,7 @@ static int sort_impl(const char *fn, const em_tensor *x, int dim, int descending
     }
     if (be->sort(v, i, x, d, descending != 0) != 0) goto fail;
   }
+  if (x->ndim > 0 && em_ag_should_record(1, &x) && em_ag_record_sort(v, i, x, d) != 0) goto fail;
   if (values) *values = v;
   else em_release(v);
   if (indices) *indices = i;
