@@ -154,6 +154,11 @@ function methods.softplus(x, beta, threshold)
   return M.where(bx:gt(threshold), x, methods.log1p(methods.exp(bx)) / beta)
 end
 M.softplus = methods.softplus
+local plain_softplus_ = methods.softplus_
+function methods.softplus_(x, beta, threshold)
+  if (beta or 1) == 1 and (threshold or 20) == 20 then return plain_softplus_(x) end
+  return methods.copy_(x, methods.softplus(x, beta, threshold))
+end
 
 -- ---- ternary ops ----------------------------------------------------------------------------
 -- A Lua number becomes a wrapped-number tensor, int64 when integral and float64 otherwise, so
