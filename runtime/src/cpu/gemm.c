@@ -1,0 +1,428 @@
+/*
+ * gemm.c: the CPU's matrix product, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N].
+ *
+ * Every product op (matmul, mm, mv, bmm, dot, outer, addmm, baddbmm) arrives here through the
+ * gemm slot (backend.h). On top of the slot's contract the definitions guarantee B, M, N > 0
+ * (empty results never reach a kernel); K may be 0, which leaves beta * out. beta == 0 means
+ * out is not read at all: a fresh output may hold anything, NaN included, and must not leak
+ * into the result (PyTorch's rule for addmm with beta = 0).
+ *
+ * Paths, by dtype:
+ *  - float32/float64: OpenBLAS. A matrix view is handed to BLAS as it is when one of its
+ *    strides is 1 and the other can serve as a leading dimension (CblasNoTrans/CblasTrans), so
+ *    transposed views cost no copy; other layouts are copied to contiguous memory once per
+ *    batch. M == 1 or N == 1 go to gemv and M == N == 1 to dot, which OpenBLAS runs much faster
+ *    than a degenerate gemm. Tiny products skip BLAS: its per-call overhead dominates there.
+ *  - float16/bfloat16: converted to float32, multiplied there, converted back.
+ *  - integer dtypes: a plain strided loop, accumulating modulo 2^64 in unsigned arithmetic,
+ *    so overflow wraps like PyTorch's instead of being undefined behaviour.
+ *  - bool: refused (the definitions refuse it first).
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+/* Up to this many multiply-adds (M*N*K, with N > 1) a direct loop beats a BLAS call. Measured
+ * on the build machine (2-core AMD EPYC, OpenBLAS 0.3.21 with AVX-512 kernels): sgemm costs
+ * ~0.07 us even at 4x4x4, where the loop takes ~0.06 us; at 8x8x8 BLAS already wins (0.09 vs
+ * 0.16 us). A 1 x 10 @ 10 x 10 product is ~0.12 us through sgemm but ~0.03 us through sgemv,
+ * as fast as the loop, so vector shapes (M == 1 or N == 1) go to gemv/dot instead. */
+enum { TINY_WORK = 64 };
+/* Batches run one matrix after another, each call free to use BLAS's threads. Running small
+ * matrices one per OpenMP thread with BLAS at one thread was measured and rejected: OpenBLAS
+ * 0.3.21 (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8] bmm went
+ * from 0.1 ms to 2.8 ms. */
+/* OpenBLAS threads gemv from about 100 x 100 up, yet on the build machine two threads were
+ * slower than one at every size up to 2048 x 2048 (128 x 128: 3.4 us against 0.8 us): waking
+ * a thread costs ~3 us and gemv is bound by memory bandwidth, which the cores share. Below
+ * this many matrix elements gemv runs on one thread; above it BLAS decides. */
+enum { GEMV_THREADED_MIN = 1 << 24 };
+/* Column chunk of the loop paths: the accumulators of one output row chunk stay in L1. */
+enum { JCHUNK = 256 };
+
+/* M*N*K (times B) for choosing paths, saturated: an expanded operand can make it overflow. */
+static int64_t work_of(int64_t B, int64_t M, int64_t N, int64_t K) {
+  double w = (double)B * (double)M * (double)N * (double)K;
+  return w < 1e18 ? (int64_t)w : (int64_t)1e18;
+}
+
+/* ---- output scaling (K == 0) ---------------------------------------------------------------- */
+
+/* out *= beta, or out = 0 when beta == 0 (without reading out). */
+static void scale_out(em_tensor *out, double beta) {
+  int64_t n = em_numel(out);
+  char *p = em_cpu_ptr(out);
+  em_dtype dt = (em_dtype)out->dtype_id;
+  size_t es = em_dtypes[dt].size;
+  if (beta == 0) {
+    memset(p, 0, (size_t)n * es); /* all-zero bits are 0 in every dtype */
+    return;
+  }
+  if (beta == 1) return;
+  if (!em_dtypes[dt].is_float) {
+    uint64_t bi = (uint64_t)em_sat_i64(beta);
+    for (int64_t i = 0; i < n; i++) {
+      char *q = p + (size_t)i * es;
+      int64_t v = (int64_t)((uint64_t)em_load_as_int64(q, dt) * bi);
+      switch (dt) {
+      case EM_INT8: *(int8_t *)q = (int8_t)v; break;
+      case EM_UINT8: *(uint8_t *)q = (uint8_t)v; break;
+      case EM_INT16: *(int16_t *)q = (int16_t)v; break;
+      case EM_INT32: *(int32_t *)q = (int32_t)v; break;
+      default: *(int64_t *)q = v; break;
+      }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    char *q = p + (size_t)i * es;
+    em_store_from_double(q, dt, em_load_as_double(q, dt) * beta);
+  }
+}
+
+/* ---- layouts -------------------------------------------------------------------------------- */
+
+/* One operand as BLAS sees it: element (i, j) of batch t is at
+ * base + t * batch + (trans ? j * ld + i : i * ld + j), in elements. */
+typedef struct mat {
+  const char *base;
+  int64_t batch; /* 0: one matrix shared by every batch */
+  int64_t ld;
+  bool trans;
+} mat;
+
+/* Whether a rows x cols view with strides (rs, cs) can go to BLAS as it is, and how. Size-1
+ * dimensions have meaningless strides, so they are ignored. */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, mat *m) {
+  if (cs == 1 || cols == 1) {
+    int64_t ld = rows == 1 ? cols : rs;
+    if (ld >= cols && ld >= 1 && ld <= INT_MAX) {
+      m->ld = ld;
+      m->trans = false;
+      return true;
+    }
+  }
+  if (rs == 1 || rows == 1) {
+    int64_t ld = cols == 1 ? rows : cs;
+    if (ld >= rows && ld >= 1 && ld <= INT_MAX) {
+      m->ld = ld;
+      m->trans = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A contiguous copy of the [B, R, C] view t in `dtype`, made once: a shared matrix (batch
+ * stride 0) is copied once and viewed again with batch stride 0. Returns a new reference, or
+ * NULL with an out-of-memory error. */
+static em_tensor *contiguous_copy(const em_tensor *t, em_dtype dtype) {
+  bool shared = t->strides[0] == 0 && t->sizes[0] > 1;
+  em_tensor src = *t;
+  if (shared) src.sizes[0] = 1;
+  em_tensor *c = em_empty(3, src.sizes, dtype, EM_CPU);
+  if (c == NULL) return NULL;
+  em_cpu_copy(c, &src);
+  if (!shared) return c;
+  int64_t strides[3] = {0, t->sizes[2], 1};
+  em_tensor *v = em_tensor_view_of(c, 3, t->sizes, strides, 0);
+  em_release(c);
+  return v;
+}
+
+/* ---- the tiny-product loop (float32/float64) ------------------------------------------------ */
+
+/* Any strides, no allocation. Rows are accumulated JCHUNK columns at a time. */
+#define TINY_LOOP(NAME, T)                                                                     \
+  static void NAME(T *o, const T *a, int64_t ar, int64_t ac, const T *b, int64_t br,          \
+                   int64_t bc, int64_t M, int64_t N, int64_t K, T alpha, T beta) {            \
+    T acc[JCHUNK];                                                                            \
+    for (int64_t i = 0; i < M; i++) {                                                         \
+      for (int64_t j0 = 0; j0 < N; j0 += JCHUNK) {                                            \
+        int64_t jn = N - j0 < JCHUNK ? N - j0 : JCHUNK;                                       \
+        for (int64_t j = 0; j < jn; j++) acc[j] = 0;                                          \
+        for (int64_t k = 0; k < K; k++) {                                                     \
+          T av = a[i * ar + k * ac];                                                          \
+          const T *brow = b + k * br + j0 * bc;                                               \
+          if (bc == 1)                                                                        \
+            for (int64_t j = 0; j < jn; j++) acc[j] += av * brow[j];                          \
+          else                                                                                \
+            for (int64_t j = 0; j < jn; j++) acc[j] += av * brow[j * bc];                     \
+        }                                                                                     \
+        T *orow = o + i * N + j0;                                                             \
+        if (beta == 0)                                                                        \
+          for (int64_t j = 0; j < jn; j++) orow[j] = alpha * acc[j];                          \
+        else                                                                                  \
+          for (int64_t j = 0; j < jn; j++) orow[j] = alpha * acc[j] + beta * orow[j];         \
+      }                                                                                       \
+    }                                                                                         \
+  }
+TINY_LOOP(tiny_f32, float)
+TINY_LOOP(tiny_f64, double)
+
+static void tiny_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                      double beta) {
+  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  size_t es = em_dtypes[out->dtype_id].size;
+  for (int64_t t = 0; t < B; t++) {
+    char *o = em_cpu_ptr(out) + (size_t)(t * M * N) * es;
+    const char *ap = em_cpu_ptr(a) + t * a->strides[0] * (int64_t)es;
+    const char *bp = em_cpu_ptr(b) + t * b->strides[0] * (int64_t)es;
+    if (out->dtype_id == EM_FLOAT32)
+      tiny_f32((float *)o, (const float *)ap, a->strides[1], a->strides[2], (const float *)bp,
+               b->strides[1], b->strides[2], M, N, K, (float)alpha, (float)beta);
+    else
+      tiny_f64((double *)o, (const double *)ap, a->strides[1], a->strides[2],
+               (const double *)bp, b->strides[1], b->strides[2], M, N, K, alpha, beta);
+  }
+}
+
+/* ---- BLAS (float32/float64) ----------------------------------------------------------------- */
+
+#define CT(m) ((m)->trans ? CblasTrans : CblasNoTrans)
+/* Strides of the matrix rows and columns under a layout. */
+#define ROW_STEP(m) ((m)->trans ? 1 : (m)->ld)
+#define COL_STEP(m) ((m)->trans ? (m)->ld : 1)
+
+typedef struct product {
+  bool f64;
+  int M, N, K;
+  mat a, b;
+  char *out;
+  double alpha, beta;
+} product;
+
+/* N == 1: y[M] = A[M,K] x[K], where x is b's column. */
+static void gemv_a(const product *p, const char *a, const char *b, char *o) {
+  const mat *ma = &p->a, *mb = &p->b;
+  int rows = ma->trans ? p->K : p->M, cols = ma->trans ? p->M : p->K;
+  if (p->f64)
+    cblas_dgemv(CblasRowMajor, CT(ma), rows, cols, p->alpha, (const double *)a, (int)ma->ld,
+                (const double *)b, (int)ROW_STEP(mb), p->beta, (double *)o, 1);
+  else
+    cblas_sgemv(CblasRowMajor, CT(ma), rows, cols, (float)p->alpha, (const float *)a,
+                (int)ma->ld, (const float *)b, (int)ROW_STEP(mb), (float)p->beta, (float *)o, 1);
+}
+
+/* M == 1: y[N] = B[K,N]^T x[K], where x is a's row. */
+static void gemv_b(const product *p, const char *a, const char *b, char *o) {
+  const mat *ma = &p->a, *mb = &p->b;
+  int rows = mb->trans ? p->N : p->K, cols = mb->trans ? p->K : p->N;
+  CBLAS_TRANSPOSE tr = mb->trans ? CblasNoTrans : CblasTrans;
+  if (p->f64)
+    cblas_dgemv(CblasRowMajor, tr, rows, cols, p->alpha, (const double *)b, (int)mb->ld,
+                (const double *)a, (int)COL_STEP(ma), p->beta, (double *)o, 1);
+  else
+    cblas_sgemv(CblasRowMajor, tr, rows, cols, (float)p->alpha, (const float *)b, (int)mb->ld,
+                (const float *)a, (int)COL_STEP(ma), (float)p->beta, (float *)o, 1);
+}
+
+/* out[t] for one batch index t. */
+static void blas_one(const product *p, int64_t t) {
+  size_t es = p->f64 ? 8 : 4;
+  const char *a = p->a.base + (size_t)(t * p->a.batch) * es;
+  const char *b = p->b.base + (size_t)(t * p->b.batch) * es;
+  char *o = p->out + (size_t)t * (size_t)p->M * (size_t)p->N * es;
+  int M = p->M, N = p->N, K = p->K;
+  const mat *ma = &p->a, *mb = &p->b;
+  if (M == 1 && N == 1) {
+    /* dot: a's row against b's column */
+    double d = p->f64 ? cblas_ddot(K, (const double *)a, (int)COL_STEP(ma), (const double *)b,
+                                   (int)ROW_STEP(mb))
+                      : cblas_sdot(K, (const float *)a, (int)COL_STEP(ma), (const float *)b,
+                                   (int)ROW_STEP(mb));
+    em_dtype dt = p->f64 ? EM_FLOAT64 : EM_FLOAT32;
+    double prev = p->beta == 0 ? 0 : p->beta * em_load_as_double(o, dt);
+    em_store_from_double(o, dt, p->alpha * d + prev);
+    return;
+  }
+  if (M == 1 || N == 1) {
+    /* gemv reads y even when beta == 0 in some OpenBLAS versions (scal by 0 keeps NaN), so
+     * the output is zeroed first: M or N writes against M*K or K*N reads. */
+    if (p->beta == 0) memset(o, 0, (size_t)M * (size_t)N * es);
+    int saved = openblas_get_num_threads();
+    bool one = saved > 1 && (int64_t)K * (M == 1 ? N : M) < GEMV_THREADED_MIN;
+    if (one) openblas_set_num_threads(1);
+    if (N == 1) gemv_a(p, a, b, o);
+    else gemv_b(p, a, b, o);
+    if (one) openblas_set_num_threads(saved);
+    return;
+  }
+  if (p->f64)
+    cblas_dgemm(CblasRowMajor, CT(ma), CT(mb), M, N, K, p->alpha, (const double *)a,
+                (int)ma->ld, (const double *)b, (int)mb->ld, p->beta, (double *)o, N);
+  else
+    cblas_sgemm(CblasRowMajor, CT(ma), CT(mb), M, N, K, (float)p->alpha, (const float *)a,
+                (int)ma->ld, (const float *)b, (int)mb->ld, (float)p->beta, (float *)o, N);
+}
+
+/* Resolves one operand's layout, copying it when BLAS cannot read it as it is. *keep receives
+ * the copy (or NULL) to release after the product. */
+static int operand(const em_tensor *t, mat *m, em_tensor **keep) {
+  *keep = NULL;
+  if (blas_layout(t->sizes[1], t->sizes[2], t->strides[1], t->strides[2], m)) {
+    m->base = em_cpu_ptr(t);
+    m->batch = t->sizes[0] == 1 ? 0 : t->strides[0];
+    return 0;
+  }
+  em_tensor *c = contiguous_copy(t, (em_dtype)t->dtype_id);
+  if (c == NULL) return -1;
+  blas_layout(c->sizes[1], c->sizes[2], c->strides[1], c->strides[2], m);
+  m->base = em_cpu_ptr(c);
+  m->batch = c->sizes[0] == 1 ? 0 : c->strides[0];
+  *keep = c;
+  return 0;
+}
+
+/* a is [B,M,K] and b is shared: when a's rows are evenly spaced across its batches, the whole
+ * batch is one [B*M, K] @ [K, N] product (a Linear layer on a [batch, seq, features] input). */
+static bool fold_batch(const em_tensor *a, const em_tensor *b, int64_t *rows, int64_t *rs) {
+  int64_t B = a->sizes[0], M = a->sizes[1];
+  if (B == 1 || b->strides[0] != 0 || (a->sizes[2] > 1 && a->strides[2] != 1)) return false;
+  int64_t step = M == 1 ? a->strides[0] : a->strides[1];
+  if (a->strides[0] != M * step) return false;
+  *rows = B * M;
+  *rs = step;
+  return true;
+}
+
+static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                     double beta) {
+  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  em_tensor fa = *a;
+  int64_t rows, rs;
+  if (fold_batch(a, b, &rows, &rs)) {
+    fa.sizes[0] = 1;
+    fa.sizes[1] = rows;
+    fa.strides[1] = rs;
+    B = 1;
+    M = rows;
+  }
+  if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+    return em_error("sizes beyond %d are not supported by BLAS (M = %lld, N = %lld, K = %lld)",
+                    INT_MAX, (long long)M, (long long)N, (long long)K);
+  product p = {out->dtype_id == EM_FLOAT64, (int)M, (int)N, (int)K, {0}, {0}, em_cpu_ptr(out),
+               alpha, beta};
+  em_tensor *keep_a = NULL, *keep_b = NULL;
+  int rc = -1;
+  if (operand(&fa, &p.a, &keep_a) != 0 || operand(b, &p.b, &keep_b) != 0) goto done;
+  for (int64_t t = 0; t < B; t++) blas_one(&p, t);
+  rc = 0;
+done:
+  em_release(keep_a);
+  em_release(keep_b);
+  return rc;
+}
+
+/* ---- float16 / bfloat16: through float32 ---------------------------------------------------- */
+
+static int gemm_floating(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                         double beta);
+
+static int half_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                     double beta) {
+  em_tensor *fa = contiguous_copy(a, EM_FLOAT32), *fb = contiguous_copy(b, EM_FLOAT32);
+  em_tensor *fo = em_empty(3, out->sizes, EM_FLOAT32, EM_CPU);
+  int rc = -1;
+  if (fa && fb && fo) {
+    if (beta != 0) em_cpu_copy(fo, out);
+    rc = gemm_floating(fo, fa, fb, alpha, beta);
+    if (rc == 0) em_cpu_copy(out, fo);
+  }
+  em_release(fa);
+  em_release(fb);
+  em_release(fo);
+  return rc;
+}
+
+static int gemm_floating(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                         double beta) {
+  if (out->dtype_id == EM_FLOAT16 || out->dtype_id == EM_BFLOAT16)
+    return half_gemm(out, a, b, alpha, beta);
+  if (work_of(1, out->sizes[1], out->sizes[2], a->sizes[2]) <= TINY_WORK && out->sizes[2] > 1) {
+    tiny_gemm(out, a, b, alpha, beta);
+    return 0;
+  }
+  return blas_gemm(out, a, b, alpha, beta);
+}
+
+/* ---- integers ------------------------------------------------------------------------------- */
+
+/* One output row, any strides, no copies (an expanded operand stays a view). Products are
+ * summed in uint64_t: wrapping arithmetic, exact modulo 2^64, narrowed like PyTorch's. */
+#define INT_ROW(NAME, T)                                                                       \
+  static void NAME(char *o_, const char *a_, int64_t ac, const char *b_, int64_t br,          \
+                   int64_t bc, int64_t N, int64_t K, uint64_t alpha, uint64_t beta,            \
+                   bool read_out) {                                                           \
+    T *o = (T *)o_;                                                                           \
+    const T *a = (const T *)a_, *b = (const T *)b_;                                           \
+    uint64_t acc[JCHUNK];                                                                     \
+    for (int64_t j0 = 0; j0 < N; j0 += JCHUNK) {                                              \
+      int64_t jn = N - j0 < JCHUNK ? N - j0 : JCHUNK;                                         \
+      for (int64_t j = 0; j < jn; j++) acc[j] = 0;                                            \
+      for (int64_t k = 0; k < K; k++) {                                                       \
+        uint64_t av = (uint64_t)(int64_t)a[k * ac];                                           \
+        const T *brow = b + k * br + j0 * bc;                                                 \
+        if (bc == 1)                                                                          \
+          for (int64_t j = 0; j < jn; j++) acc[j] += av * (uint64_t)(int64_t)brow[j];         \
+        else                                                                                  \
+          for (int64_t j = 0; j < jn; j++) acc[j] += av * (uint64_t)(int64_t)brow[j * bc];    \
+      }                                                                                       \
+      for (int64_t j = 0; j < jn; j++) {                                                      \
+        uint64_t v = alpha * acc[j];                                                          \
+        if (read_out) v += beta * (uint64_t)(int64_t)o[j0 + j];                               \
+        o[j0 + j] = (T)(int64_t)v;                                                            \
+      }                                                                                       \
+    }                                                                                         \
+  }
+INT_ROW(int_row_i8, int8_t)
+INT_ROW(int_row_u8, uint8_t)
+INT_ROW(int_row_i16, int16_t)
+INT_ROW(int_row_i32, int32_t)
+INT_ROW(int_row_i64, int64_t)
+
+typedef void (*int_row_fn)(char *, const char *, int64_t, const char *, int64_t, int64_t,
+                           int64_t, int64_t, uint64_t, uint64_t, bool);
+
+static void int_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                     double beta) {
+  int_row_fn row;
+  switch (out->dtype_id) {
+  case EM_INT8: row = int_row_i8; break;
+  case EM_UINT8: row = int_row_u8; break;
+  case EM_INT16: row = int_row_i16; break;
+  case EM_INT32: row = int_row_i32; break;
+  default: row = int_row_i64; break;
+  }
+  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t es = (int64_t)em_dtypes[out->dtype_id].size;
+  char *po = em_cpu_ptr(out);
+  const char *pa = em_cpu_ptr(a), *pb = em_cpu_ptr(b);
+  uint64_t al = (uint64_t)em_sat_i64(alpha), be = (uint64_t)em_sat_i64(beta);
+  int threads = omp_in_parallel() ? 1 : em_threads_for(work_of(B, M, N, K));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t r = 0; r < B * M; r++) {
+    int64_t t = r / M, i = r % M;
+    row(po + r * N * es, pa + (t * a->strides[0] + i * a->strides[1]) * es, a->strides[2],
+        pb + t * b->strides[0] * es, b->strides[1], b->strides[2], N, K, al, be, beta != 0);
+  }
+}
+
+/* ---- the slot ------------------------------------------------------------------------------- */
+
+int em_cpu_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+                double beta) {
+  em_dtype dt = (em_dtype)out->dtype_id;
+  if (dt == EM_BOOL) return em_error("gemm: expected a floating or integer dtype, got bool");
+  if (em_numel(out) == 0) return 0;
+  if (a->sizes[2] == 0) {
+    scale_out(out, beta);
+    return 0;
+  }
+  if (em_dtypes[dt].is_float) return gemm_floating(out, a, b, alpha, beta);
+  int_gemm(out, a, b, alpha, beta);
+  return 0;
+}
