@@ -21,7 +21,9 @@ local function lua_message(msg)
     return 'index ' .. (tonumber(i) + 1) .. ' is out of bounds'
   end)
   msg = msg:gsub('dimension (%d+)', function(d) return 'dimension ' .. (tonumber(d) + 1) end)
-  msg = msg:gsub('number (%d+) in the list', function(i) return 'number ' .. (tonumber(i) + 1) .. ' in the list' end)
+  msg = msg:gsub('number (%d+) in the list', function(i)
+    return 'number ' .. (tonumber(i) + 1) .. ' in the list'
+  end)
   return msg
 end
 M._lua_message = lua_message
@@ -210,7 +212,9 @@ methods.indexFill = methods.index_fill_
 
 -- ---- masked_select, nonzero -----------------------------------------------------------------
 function methods.masked_select(x, mask)
-  if not is_tensor(mask) then argerror('masked_select', 'expected a bool mask tensor, got ' .. type(mask)) end
+  if not is_tensor(mask) then
+    argerror('masked_select', 'expected a bool mask tensor, got ' .. type(mask))
+  end
   return own(C.em_masked_select(x.ptr, mask.ptr), C.em_masked_select, x.ptr, mask.ptr)
 end
 methods.maskedSelect = methods.masked_select
@@ -354,7 +358,8 @@ function methods.roll(x, shifts, dims)
   end
   local ds = type(dims) == 'table' and dims or { dims }
   if #ds ~= #sh then
-    argerror('roll', ('expected as many dims as shifts, got %d shifts and %d dims'):format(#sh, #ds))
+    argerror('roll', ('expected as many dims as shifts, got %d shifts and %d dims'):format(
+      #sh, #ds))
   end
   for k = 1, #ds do roll_dims[k - 1] = cdim(ds[k], 'roll') end
   return own(C.em_roll(x.ptr, #sh, roll_shifts, roll_dims))
@@ -410,7 +415,8 @@ function methods.topk(x, k, dim, largest, sorted)
   check_integral('topk', k)
   local d = cdim(dim or -1, 'topk')
   local big = largest == nil or largest
-  check(C.em_topk(x.ptr, k, d, big and 1 or 0, (sorted == nil or sorted) and 1 or 0, slots, slots + 1))
+  local keep_sorted = (sorted == nil or sorted) and 1 or 0
+  check(C.em_topk(x.ptr, k, d, big and 1 or 0, keep_sorted, slots, slots + 1))
   local v, i = core.take_out(0), core.take_out(1)
   return v, one_based(i)
 end
@@ -418,8 +424,11 @@ end
 -- unique{return_inverse = bool, return_counts = bool} -> values [, inverse] [, counts].
 function methods.unique(x, opts)
   opts = opts or {}
-  if type(opts) ~= 'table' then argerror('unique', 'expected an options table, got ' .. type(opts)) end
-  local want_inv, want_cnt = opts.return_inverse and true or false, opts.return_counts and true or false
+  if type(opts) ~= 'table' then
+    argerror('unique', 'expected an options table, got ' .. type(opts))
+  end
+  local want_inv = opts.return_inverse and true or false
+  local want_cnt = opts.return_counts and true or false
   check(C.em_unique(x.ptr, slots, want_inv and slots + 1 or nil, want_cnt and slots + 2 or nil))
   local v, inv, cnt = core.take_out(0), core.take_out(1), core.take_out(2)
   if inv then one_based(inv) end

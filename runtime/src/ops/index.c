@@ -338,7 +338,8 @@ static int index_put(const char *fn, em_tensor *x, int dim, const em_tensor *ind
   if (em_check_same_device(fn, 2, pair) != 0) return -1;
   if (index != NULL && index->ndim > 1)
     return em_error("%s: expected a 0-d or 1-D index tensor, got %d-D", fn, index->ndim);
-  if (accumulate && !em_dtypes[x->dtype_id].is_float && (!isfinite(alpha) || alpha != floor(alpha)))
+  bool integral_alpha = isfinite(alpha) && alpha == floor(alpha);
+  if (accumulate && !em_dtypes[x->dtype_id].is_float && !integral_alpha)
     return em_error("%s: alpha must be an integer for a %s tensor, got %g", fn,
                     em_dtype_name((em_dtype)x->dtype_id), alpha);
   em_tensor *idx = index_int64(fn, x, index), *ci = NULL, *s = NULL;

@@ -40,7 +40,8 @@ static bool is_skipped(const em_tensor *t) { return t->ndim == 1 && t->sizes[0] 
 
 em_tensor *em_cat(int n, em_tensor *const *tensors, int dim) {
   const char *fn = "cat";
-  if (n <= 0 || tensors == NULL) return em_error_null("%s: expected a non-empty list of tensors", fn);
+  if (n <= 0 || tensors == NULL)
+    return em_error_null("%s: expected a non-empty list of tensors", fn);
   const em_tensor *ref = NULL;
   for (int i = 0; i < n; i++) {
     if (tensors[i] == NULL) return em_error_null("%s: tensor %d is NULL", fn, i);
@@ -96,7 +97,8 @@ em_tensor *em_cat(int n, em_tensor *const *tensors, int dim) {
 
 em_tensor *em_stack(int n, em_tensor *const *tensors, int dim) {
   const char *fn = "stack";
-  if (n <= 0 || tensors == NULL) return em_error_null("%s: expected a non-empty list of tensors", fn);
+  if (n <= 0 || tensors == NULL)
+    return em_error_null("%s: expected a non-empty list of tensors", fn);
   for (int i = 0; i < n; i++)
     if (tensors[i] == NULL) return em_error_null("%s: tensor %d is NULL", fn, i);
   const em_tensor *ref = tensors[0];
