@@ -119,6 +119,22 @@ local function track(p)
   return h
 end
 
+-- Makes handle h hold the tensor that handle src holds (one more reference), releasing its old
+-- one: module:to() moves parameters this way, so that references to them stay valid.
+function core.replace(h, src)
+  for i = 1, young_n do
+    if young[i] == h then -- a young handle: take it out of the young table first
+      young[i] = nil
+      young_ptrs[i - 1] = nil
+      ffi.gc(h, finalize_handle)
+      break
+    end
+  end
+  local old = h.ptr
+  h.ptr = C.em_retain(src.ptr)
+  C.em_release(old)
+end
+
 -- Lua's collector cannot see the memory behind tensor handles, so it is also paced by what the
 -- runtime allocated since the last collection.
 local pressure_limit = 256 * 1024 * 1024

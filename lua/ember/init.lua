@@ -31,6 +31,7 @@ for _, m in ipairs(families) do
 end
 ember.memory = require 'ember.memory'
 ember.autograd = require 'ember.autograd'
+ember.nn = require 'ember.nn'
 ember.no_grad = ember.autograd.no_grad
 ember.enable_grad = ember.autograd.enable_grad
 ember.set_grad_enabled = ember.autograd.set_grad_enabled

@@ -23,6 +23,14 @@ static inline T sub(T a, T b) { return bin(EM_SUB, a, b); }
 static inline T mul(T a, T b) { return bin(EM_MUL, a, b); }
 static inline T divt(T a, T b) { return bin(EM_DIV, a, b); }
 
+/* a @ b with ownership of both. */
+static inline T bin_matmul_hint(T a, T b) {
+  T r = (a && b) ? em_matmul(a, b) : NULL;
+  em_release(a);
+  em_release(b);
+  return r;
+}
+
 /* a op s, and s op a */
 static inline T bsc(em_binary_op op, T a, double s) {
   T r = a ? em_binary_scalar(op, a, s, 0) : NULL;

@@ -93,4 +93,10 @@ int em_ag_record_triangle(em_tensor *out, const em_tensor *x, int64_t k, int low
 /* values and indices of x's rank (sort, topk) */
 int em_ag_record_sort(em_tensor *values, const em_tensor *indices, const em_tensor *x, int dim);
 
+/* Matrix products (formulas_linalg.c): kind 0 operand as is, 1 a 1-D row, 2 a 1-D column;
+ * full is the result's shape with the M and N dims kept ([batch..., M, N]); c may be NULL. */
+int em_ag_record_product(em_tensor *out, const em_tensor *a, const em_tensor *b, int kind_a,
+                         int kind_b, int nfull, const int64_t *full, const em_tensor *c,
+                         double beta, double alpha);
+
 #endif
