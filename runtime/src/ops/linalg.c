@@ -18,23 +18,25 @@
  */
 #include <math.h>
 
+#include "../autograd/record.h"
 #include "../backend.h"
 
-/* A header on the stack viewing t's storage with another geometry. It borrows t's storage
- * reference, so it must not outlive t; kernels never retain what they are given. */
-static em_tensor stack_view(const em_tensor *t, int ndim, const int64_t *sizes,
-                            const int64_t *strides, int64_t offset) {
-  em_tensor v = *t;
-  v.ndim = ndim;
+/* Fills *v, a header on the caller's stack, as a view of t's storage with another geometry.
+ * It borrows t's storage reference, so it must not outlive t; kernels never retain what they
+ * are given. Written in place: headers are large, and copies showed up in profiles of small
+ * products. */
+static void view_into(em_tensor *v, const em_tensor *t, int ndim, const int64_t *sizes,
+                      const int64_t *strides, int64_t offset) {
+  if (v != t) *v = *t;
+  v->ndim = ndim;
   for (int i = 0; i < ndim; i++) {
-    v.sizes[i] = sizes[i];
-    v.strides[i] = strides[i];
+    v->sizes[i] = sizes[i];
+    v->strides[i] = strides[i];
   }
-  v.offset = offset;
-  v.flags = 0;
-  v.grad_meta = NULL;
-  v.refcount = 1;
-  return v;
+  v->offset = offset;
+  v->flags = 0;
+  v->grad_meta = NULL;
+  v->refcount = 1;
 }
 
 /* ---- checks --------------------------------------------------------------------------------- */
@@ -124,14 +126,15 @@ static int run_batches(const char *fn, const em_backend *be, const em_tensor *ou
     int64_t off[3] = {0, 0, 0};
     for (int d = 0; d < n - 1; d++)
       for (int k = 0; k < 3; k++) off[k] += idx[d] * st[k][d];
-    em_tensor o3 = stack_view(out, 3, (int64_t[]){B, M, N}, (int64_t[]){inner[0], N, 1},
-                              out->offset + off[0]);
-    em_tensor a3 = stack_view(a, 3, (int64_t[]){B, M, K},
-                              (int64_t[]){inner[1], a->strides[nbatch], a->strides[nbatch + 1]},
-                              a->offset + off[1]);
-    em_tensor b3 = stack_view(b, 3, (int64_t[]){B, K, N},
-                              (int64_t[]){inner[2], b->strides[nbatch], b->strides[nbatch + 1]},
-                              b->offset + off[2]);
+    em_tensor o3, a3, b3;
+    view_into(&o3, out, 3, (int64_t[]){B, M, N}, (int64_t[]){inner[0], N, 1},
+              out->offset + off[0]);
+    view_into(&a3, a, 3, (int64_t[]){B, M, K},
+              (int64_t[]){inner[1], a->strides[nbatch], a->strides[nbatch + 1]},
+              a->offset + off[1]);
+    view_into(&b3, b, 3, (int64_t[]){B, K, N},
+              (int64_t[]){inner[2], b->strides[nbatch], b->strides[nbatch + 1]},
+              b->offset + off[2]);
     if (be->gemm(&o3, &a3, &b3, alpha, beta) != 0) {
       em_error_prefix(fn);
       return -1;
@@ -144,7 +147,8 @@ static int run_batches(const char *fn, const em_backend *be, const em_tensor *ou
 }
 
 /* t ([tbatch..., R, C]) viewed as [batch..., R, C]: its batch dims broadcast, stride 0. */
-static em_tensor broadcast_batch(const em_tensor *t, int nbatch, const int64_t *batch) {
+static void broadcast_batch(em_tensor *v, const em_tensor *t, int nbatch,
+                            const int64_t *batch) {
   int tb = t->ndim - 2; /* t's own batch dims, right-aligned against batch */
   int64_t sizes[EM_MAX_DIMS], strides[EM_MAX_DIMS];
   for (int i = 0; i < nbatch; i++) {
@@ -156,7 +160,7 @@ static em_tensor broadcast_batch(const em_tensor *t, int nbatch, const int64_t *
     sizes[nbatch + i] = t->sizes[tb + i];
     strides[nbatch + i] = t->strides[tb + i];
   }
-  return stack_view(t, nbatch + 2, sizes, strides, t->offset);
+  view_into(v, t, nbatch + 2, sizes, strides, t->offset);
 }
 
 /* The common product: ma [.., M, K] @ mb [.., K, N] (matrix views of the user's a and b),
@@ -211,11 +215,35 @@ static em_tensor *product(const char *fn, const em_tensor *a, const em_tensor *b
   cb = NULL;
   if (em_numel(out) == 0) return out;
 
-  int64_t fstrides[EM_MAX_DIMS];
-  em_contiguous_strides(nbatch + 2, full, fstrides);
-  em_tensor o = stack_view(out, nbatch + 2, full, fstrides, out->offset);
-  em_tensor va = broadcast_batch(ma, nbatch, batch), vb = broadcast_batch(mb, nbatch, batch);
-  if (run_batches(fn, be, &o, &va, &vb, nbatch, alpha, beta) != 0) goto fail;
+  int rc;
+  if (nbatch == 0) {
+    /* one matrix each (the common case): straight to the slot */
+    em_tensor o3, a3, b3;
+    view_into(&o3, out, 3, (int64_t[]){1, M, N}, (int64_t[]){M * N, N, 1}, out->offset);
+    view_into(&a3, ma, 3, (int64_t[]){1, M, K}, (int64_t[]){0, ma->strides[0], ma->strides[1]},
+              ma->offset);
+    view_into(&b3, mb, 3, (int64_t[]){1, K, N}, (int64_t[]){0, mb->strides[0], mb->strides[1]},
+              mb->offset);
+    rc = be->gemm(&o3, &a3, &b3, alpha, beta);
+    if (rc != 0) em_error_prefix(fn);
+  } else {
+    int64_t fstrides[EM_MAX_DIMS];
+    em_contiguous_strides(nbatch + 2, full, fstrides);
+    em_tensor o, va, vb;
+    view_into(&o, out, nbatch + 2, full, fstrides, out->offset);
+    broadcast_batch(&va, ma, nbatch, batch);
+    broadcast_batch(&vb, mb, nbatch, batch);
+    rc = run_batches(fn, be, &o, &va, &vb, nbatch, alpha, beta);
+  }
+  if (rc != 0) goto fail;
+  const em_tensor *ins[3] = {a, b, c};
+  if (em_ag_should_record(3, ins)) {
+    /* which matrix view each operand was: as is, a 1-D row, or a 1-D column */
+    int kind_a = a->ndim != 1 ? 0 : ma->sizes[1] == a->sizes[0] ? 1 : 2;
+    int kind_b = b->ndim != 1 ? 0 : mb->sizes[0] == b->sizes[0] && mb->sizes[1] == 1 ? 2 : 1;
+    if (em_ag_record_product(out, a, b, kind_a, kind_b, nbatch + 2, full, c, beta, alpha) != 0)
+      goto fail;
+  }
   return out;
 fail:
   em_release(cb);
@@ -224,13 +252,14 @@ fail:
 }
 
 /* a 1-D tensor as a [1,K] row or a [K,1] column (the stride of a size-1 dim is never read) */
-static em_tensor as_row(const em_tensor *v) {
-  return stack_view(v, 2, (int64_t[]){1, v->sizes[0]}, (int64_t[]){v->sizes[0], v->strides[0]},
-                    v->offset);
+static const em_tensor *as_row(em_tensor *v, const em_tensor *t) {
+  view_into(v, t, 2, (int64_t[]){1, t->sizes[0]}, (int64_t[]){t->sizes[0], t->strides[0]},
+            t->offset);
+  return v;
 }
-static em_tensor as_col(const em_tensor *v) {
-  return stack_view(v, 2, (int64_t[]){v->sizes[0], 1}, (int64_t[]){v->strides[0], 1},
-                    v->offset);
+static const em_tensor *as_col(em_tensor *v, const em_tensor *t) {
+  view_into(v, t, 2, (int64_t[]){t->sizes[0], 1}, (int64_t[]){t->strides[0], 1}, t->offset);
+  return v;
 }
 
 /* ---- the ops -------------------------------------------------------------------------------- */
@@ -241,9 +270,10 @@ em_tensor *em_matmul(const em_tensor *a, const em_tensor *b) {
   if (a->ndim == 0 || b->ndim == 0)
     return em_error_null("%s: expected tensors with at least 1 dimension, got %d-D and %d-D",
                          fn, a->ndim, b->ndim);
-  em_tensor ma = a->ndim == 1 ? as_row(a) : *a;
-  em_tensor mb = b->ndim == 1 ? as_col(b) : *b;
-  return product(fn, a, b, &ma, &mb, a->ndim == 1, b->ndim == 1, NULL, 0, 1);
+  em_tensor row, col;
+  const em_tensor *ma = a->ndim == 1 ? as_row(&row, a) : a;
+  const em_tensor *mb = b->ndim == 1 ? as_col(&col, b) : b;
+  return product(fn, a, b, ma, mb, a->ndim == 1, b->ndim == 1, NULL, 0, 1);
 }
 
 em_tensor *em_mm(const em_tensor *a, const em_tensor *b) {
@@ -257,8 +287,8 @@ em_tensor *em_mv(const em_tensor *a, const em_tensor *v) {
   if (check_pair(fn, a, v) != 0 ||
       check_ndims(fn, "a 2-D matrix and a 1-D vector", a, 2, v, 1) != 0)
     return NULL;
-  em_tensor mv = as_col(v);
-  return product(fn, a, v, a, &mv, false, true, NULL, 0, 1);
+  em_tensor col;
+  return product(fn, a, v, a, as_col(&col, v), false, true, NULL, 0, 1);
 }
 
 static int check_batches(const char *fn, const em_tensor *a, const em_tensor *b) {
@@ -281,15 +311,15 @@ em_tensor *em_bmm(const em_tensor *a, const em_tensor *b) {
 em_tensor *em_dot(const em_tensor *a, const em_tensor *b) {
   const char *fn = "dot";
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "1-D tensors", a, 1, b, 1) != 0) return NULL;
-  em_tensor ma = as_row(a), mb = as_col(b);
-  return product(fn, a, b, &ma, &mb, true, true, NULL, 0, 1);
+  em_tensor row, col;
+  return product(fn, a, b, as_row(&row, a), as_col(&col, b), true, true, NULL, 0, 1);
 }
 
 em_tensor *em_outer(const em_tensor *a, const em_tensor *b) {
   const char *fn = "outer";
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "1-D tensors", a, 1, b, 1) != 0) return NULL;
-  em_tensor ma = as_col(a), mb = as_row(b); /* [N,1] @ [1,M]: K = 1 */
-  return product(fn, a, b, &ma, &mb, false, false, NULL, 0, 1);
+  em_tensor col, row; /* [N,1] @ [1,M]: K = 1 */
+  return product(fn, a, b, as_col(&col, a), as_row(&row, b), false, false, NULL, 0, 1);
 }
 
 em_tensor *em_addmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
