@@ -50,13 +50,27 @@ local function variants3(t, dtype)
   return out
 end
 
+-- The 2-D shapes every op runs on: short lines (which take the kernels' column path in any
+-- layout) and lines longer than the short-reduction cutoff (the row path when contiguous).
+local SHAPES = { { 5, 7 }, { 3, 41 } }
+
+-- H.variants of make(shape) for every shape in SHAPES, named with the shape.
+local function layouts(make, dtype)
+  local out = {}
+  for _, s in ipairs(SHAPES) do
+    for _, v in ipairs(H.variants(make(s), { dtype = dtype })) do
+      out[#out + 1] = { ('%s [%d,%d]'):format(v[1], s[1], s[2]), v[2], v[3] }
+    end
+  end
+  return out
+end
+
 -- Checks `name` against R[name] on 2-D layouts for dims nil, 1, 2, -1 and keepdim both ways.
 local function check_2d(name, ref, dtypes, make)
   for _, dtype in ipairs(dtypes) do
     H.seed(7)
-    local t = make and make({ 5, 7 }) or eighths({ 5, 7 })
     local rt, at = tol[dtype][1], tol[dtype][2]
-    for _, v in ipairs(H.variants(t, { dtype = dtype })) do
+    for _, v in ipairs(layouts(make or eighths, dtype)) do
       local lname, x, xt = v[1], v[2], v[3]
       local flat, shape = H.flatten(xt), H.shape_of(xt)
       for _, dim in ipairs({ false, 1, 2, -1 }) do
@@ -306,8 +320,7 @@ describe('var and std', function()
         local ref = R[name](c)
         for _, dtype in ipairs({ 'float32', 'float64', 'float16', 'bfloat16' }) do
           H.seed(3)
-          local t = eighths({ 5, 7 })
-          for _, v in ipairs(H.variants(t, { dtype = dtype })) do
+          for _, v in ipairs(layouts(eighths, dtype)) do
             local lname, x, xt = v[1], v[2], v[3]
             local flat, shape = H.flatten(xt), H.shape_of(xt)
             for _, dim in ipairs({ false, 1, 2 }) do
@@ -381,8 +394,7 @@ describe('norm', function()
     for _, p in ipairs({ 2, 1, 0, 3, 0.5, inf, -inf }) do
       for _, dtype in ipairs({ 'float32', 'float64', 'float16', 'bfloat16' }) do
         H.seed(5)
-        local t = eighths({ 5, 7 })
-        for _, v in ipairs(H.variants(t, { dtype = dtype })) do
+        for _, v in ipairs(layouts(eighths, dtype)) do
           local lname, x, xt = v[1], v[2], v[3]
           local flat, shape = H.flatten(xt), H.shape_of(xt)
           for _, dim in ipairs({ false, 1, -1 }) do
@@ -448,8 +460,7 @@ describe('max, min, argmax, argmin', function()
     for _, dtype in ipairs({ 'float32', 'float64', 'float16', 'bfloat16', 'int32', 'int64' }) do
       H.seed(9)
       -- few distinct values, so ties are common and first-occurrence is tested
-      local t = ints({ 5, 7 }, -3, 3)
-      for _, v in ipairs(H.variants(t, { dtype = dtype })) do
+      for _, v in ipairs(layouts(function(sh) return ints(sh, -3, 3) end, dtype)) do
         for _, dim in ipairs({ 1, 2, -1 }) do
           for _, keepdim in ipairs({ false, true }) do
             check_max_min(v[2], v[3], dim, keepdim, dtype,
@@ -467,8 +478,7 @@ describe('max, min, argmax, argmin', function()
 
   it('argmax without dim is the flattened index', function()
     H.seed(21)
-    local t = ints({ 5, 7 }, -3, 3)
-    for _, v in ipairs(H.variants(t)) do
+    for _, v in ipairs(layouts(function(sh) return ints(sh, -3, 3) end)) do
       local flat = H.flatten(v[3])
       H.assert_close(v[2]:argmax(), R.argmax(flat), 0, 0, v[1])
       H.assert_close(v[2]:argmin(), R.argmin(flat), 0, 0, v[1])
@@ -556,8 +566,7 @@ describe('cumsum and cumprod', function()
       for _, spec in ipairs(specs) do
         local dtype = spec[1]
         H.seed(17)
-        local t = spec[2]({ 5, 7 })
-        for _, v in ipairs(H.variants(t, { dtype = dtype })) do
+        for _, v in ipairs(layouts(spec[2], dtype)) do
           local flat, shape = H.flatten(v[3]), H.shape_of(v[3])
           for _, dim in ipairs({ 1, 2, -1 }) do
             local got = v[2][name](v[2], dim)
@@ -610,8 +619,7 @@ describe('softmax and log_softmax', function()
     for _, name in ipairs({ 'softmax', 'log_softmax' }) do
       for _, dtype in ipairs({ 'float32', 'float64', 'float16', 'bfloat16' }) do
         H.seed(23)
-        local t = eighths({ 5, 7 })
-        for _, v in ipairs(H.variants(t, { dtype = dtype })) do
+        for _, v in ipairs(layouts(eighths, dtype)) do
           local flat, shape = H.flatten(v[3]), H.shape_of(v[3])
           for _, dim in ipairs({ 1, 2, -1 }) do
             local got = v[2][name](v[2], dim)
@@ -640,6 +648,15 @@ describe('softmax and log_softmax', function()
     local y = ember.tensor({ { -1000, -1001 }, { 1e30, 0 } }, { dtype = 'float64' })
     H.assert_close(y:softmax(2), { R.softmax({ 0, -1 }), { 1, 0 } }, 1e-12, 1e-12)
     H.assert_close(y:log_softmax(2), { R.log_softmax({ 0, -1 }), { 0, -1e30 } }, 1e-12, 1e-12)
+    -- lines of several tiles with the max early: the max must carry across tiles
+    local long = {}
+    for i = 1, 700 do long[i] = 900 + (i * 7) % 11 end
+    long[3] = 1000
+    local z = ember.tensor({ long, long })
+    H.assert_close(z:softmax(2), { R.softmax(long), R.softmax(long) }, 1e-5, 1e-9)
+    H.assert_close(z:log_softmax(-1), { R.log_softmax(long), R.log_softmax(long) }, 1e-6, 1e-5)
+    H.assert_close(z:t():softmax(1):t(), { R.softmax(long), R.softmax(long) }, 1e-5, 1e-9)
+    H.assert_close(z:logsumexp(2), { R.logsumexp(long), R.logsumexp(long) }, 1e-7, 0)
   end)
 
   it('sums to one along the dim', function()

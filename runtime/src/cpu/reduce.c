@@ -17,6 +17,7 @@
  * full sum) split each output's reduced range across threads and join the partial results in
  * a fixed order, so a result depends only on the thread count, never on timing.
  */
+#include <omp.h>
 #include <stdlib.h>
 
 #include "reduce_core.h"
@@ -43,6 +44,7 @@ typedef struct recipe {
   double p;          /* norm order: T_POWABS and F_ROOT */
   double correction; /* F_VAR */
   int take_sqrt;     /* F_VAR gives std */
+  bool single;       /* T_EXPSHIFT may use expf: the input is narrower than float64 */
 } recipe;
 
 typedef struct acc {
@@ -109,38 +111,22 @@ static void transform(const recipe *r, int pass, double *t, int n, const double 
       t[i] = dv * dv;
     }
     break;
-  case T_EXPSHIFT: for (int i = 0; i < n; i++) t[i] = exp(t[i] - centre[i * cstep]); break;
+  case T_EXPSHIFT:
+    if (r->single) /* below what a float32 result can show; several times faster */
+      for (int i = 0; i < n; i++) t[i] = expf((float)(t[i] - centre[i * cstep]));
+    else
+      for (int i = 0; i < n; i++) t[i] = exp(t[i] - centre[i * cstep]);
+    break;
   }
-}
-
-/* Eight independent lanes: vectorizable, and more accurate than one running sum. */
-static double tile_sum(const double *t, int n) {
-  double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; k++) l[k] += t[i + k];
-  double tail = 0;
-  for (; i < n; i++) tail += t[i];
-  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + tail;
 }
 
 /* Folds one tile into a scalar accumulator (row path). */
 static void fold_tile(acc_kind k, acc *a, const double *t, const int64_t *ti, int n) {
   switch (k) {
-  case K_SUM: kahan_add(a, tile_sum(t, n)); break;
+  case K_SUM: kahan_add(a, em_red_tile_sum(t, n)); break;
   case K_PROD: for (int i = 0; i < n; i++) a->d *= t[i]; break;
-  case K_MAX: {
-    double m = a->d;
-    for (int i = 0; i < n; i++) m = em_red_max(m, t[i]);
-    a->d = m;
-    break;
-  }
-  case K_MIN: {
-    double m = a->d;
-    for (int i = 0; i < n; i++) m = em_red_min(m, t[i]);
-    a->d = m;
-    break;
-  }
+  case K_MAX: a->d = em_red_tile_max(t, n, a->d); break;
+  case K_MIN: a->d = em_red_tile_min(t, n, a->d); break;
   case K_ALL: {
     int zero = 0;
     for (int i = 0; i < n; i++) zero |= t[i] == 0;
@@ -207,16 +193,14 @@ static double result_of(const recipe *r, const acc *a0, const acc *a1, int64_t n
   return v;
 }
 
-static void store_results(const em_red_plan *p, const recipe *r, char *o, int64_t ostride,
-                          const acc *a0, const acc *a1, int w) {
+/* Stores one output of the row path. */
+static void store_one(const em_red_plan *p, const recipe *r, char *o, const acc *a0,
+                      const acc *a1) {
   if (int_kind(r->kind[0])) {
-    int64_t v[EM_RED_W];
-    for (int j = 0; j < w; j++) v[j] = a0[j].i;
-    em_red_store_i64(o, ostride, v, w, p->od);
+    em_red_store_i64(o, 0, &a0->i, 1, p->od);
   } else {
-    double v[EM_RED_W];
-    for (int j = 0; j < w; j++) v[j] = result_of(r, &a0[j], &a1[j], p->nred);
-    em_red_store_f64(o, ostride, v, w, p->od);
+    double v = result_of(r, a0, a1, p->nred);
+    em_red_store_f64(o, 0, &v, 1, p->od);
   }
 }
 
@@ -261,13 +245,14 @@ static void row_output(const em_red_plan *p, const recipe *r, int64_t o) {
   em_red_out_offsets(p, o, &xo, &oo);
   acc a0 = row_range(p, r, 0, p->x + xo, 0, p->nred, 0), a1 = acc_init(K_SUM);
   if (r->npass == 2) a1 = row_range(p, r, 1, p->x + xo, 0, p->nred, centre_of(r, &a0, p->nred));
-  store_results(p, r, p->o + oo, 0, &a0, &a1, 1);
+  store_one(p, r, p->o + oo, &a0, &a1);
 }
 
-/* A few outputs over many elements: each output's reduced range is cut into nt pieces. */
+/* A few outputs over many elements: each output's reduced range is cut into nt pieces, joined
+ * in order. */
 static int row_output_split(const em_red_plan *p, const recipe *r, int64_t o, int nt) {
-  acc *parts = malloc((size_t)nt * sizeof *parts);
-  if (parts == NULL) return em_error_kind_set(EM_ERR_OOM, "reduce: out of memory on cpu");
+  acc *parts = em_red_scratch("reduce", nt, sizeof *parts);
+  if (parts == NULL) return -1;
   int64_t xo, oo;
   em_red_out_offsets(p, o, &xo, &oo);
   acc res[2] = {acc_init(K_SUM), acc_init(K_SUM)};
@@ -282,127 +267,225 @@ static int row_output_split(const em_red_plan *p, const recipe *r, int64_t o, in
     for (int t = 1; t < nt; t++) acc_merge(r->kind[pass], &res[pass], &parts[t]);
     if (pass == 0 && r->npass == 2) centre = centre_of(r, &res[0], p->nred);
   }
-  store_results(p, r, p->o + oo, 0, &res[0], &res[1], 1);
+  store_one(p, r, p->o + oo, &res[0], &res[1]);
   free(parts);
   return 0;
 }
 
 /* ---- the column path ----------------------------------------------------------------------- */
 
+/* Per-output arrays of one group (p->width each): pass-0 and pass-1 accumulators, centres. */
+typedef struct col_bufs {
+  double *d0, *d1, *centre;
+  int64_t *i0;
+} col_bufs;
+enum { COL_BUF_ARRAYS = 4 };
+
+static col_bufs col_bufs_at(char *block, int64_t width) {
+  col_bufs b;
+  b.d0 = (double *)block;
+  b.d1 = b.d0 + width;
+  b.centre = b.d1 + width;
+  b.i0 = (int64_t *)(b.centre + width);
+  return b;
+}
+
 typedef struct col_ctx {
   const recipe *r;
   int pass, w;
   em_dtype xd;
-  int64_t kstride;
+  int64_t kstride, rstride;
   const double *centres;
-  double ad[EM_RED_W];
-  int64_t ai[EM_RED_W];
+  double *d;
+  int64_t *i;
 } col_ctx;
 
-static void col_row(void *vctx, const char *xp, char *op, int64_t ri) {
-  col_ctx *c = vctx;
+/* One reduced position: the group's row segment, tile by tile, into the accumulators. */
+static void col_row(const col_ctx *c, const char *xp) {
+  acc_kind k = c->r->kind[c->pass];
+  for (int c0 = 0; c0 < c->w; c0 += EM_RED_TILE) {
+    int n = c->w - c0 < EM_RED_TILE ? c->w - c0 : EM_RED_TILE;
+    const char *src = xp + c0 * c->kstride;
+    if (int_kind(k)) {
+      int64_t ti[EM_RED_TILE];
+      em_red_load_i64(ti, src, c->kstride, n, c->xd);
+      fold_columns(k, NULL, c->i + c0, NULL, ti, n);
+    } else {
+      double t[EM_RED_TILE];
+      em_red_load_f64(t, src, c->kstride, n, c->xd);
+      transform(c->r, c->pass, t, n, c->centres + c0, 1);
+      fold_columns(k, c->d + c0, NULL, t, NULL, n);
+    }
+  }
+}
+
+/* The common column sums / maxima of contiguous float32 and float64 rows skip the tile and
+ * fold four rows per pass over the accumulators, which quarters their memory traffic. */
+#define FAST_COLUMNS(NAME, T)                                                                 \
+  static int64_t NAME(const col_ctx *c, const char *xp, int64_t nrows) {                     \
+    acc_kind k = c->r->kind[c->pass];                                                         \
+    double *acc = c->d;                                                                       \
+    int w = c->w;                                                                             \
+    int64_t q = 0, rs = c->rstride;                                                           \
+    for (; q + 4 <= nrows; q += 4) {                                                          \
+      const T *a = (const T *)(xp + q * rs), *b = (const T *)(xp + (q + 1) * rs);             \
+      const T *e = (const T *)(xp + (q + 2) * rs), *f = (const T *)(xp + (q + 3) * rs);       \
+      if (k == K_SUM) {                                                                       \
+        for (int j = 0; j < w; j++)                                                           \
+          acc[j] += ((double)a[j] + (double)b[j]) + ((double)e[j] + (double)f[j]);            \
+      } else if (k == K_MAX) {                                                                \
+        for (int j = 0; j < w; j++)                                                           \
+          acc[j] = em_red_max(em_red_max(em_red_max(em_red_max(acc[j], a[j]), b[j]), e[j]),  \
+                              f[j]);                                                          \
+      } else {                                                                                \
+        for (int j = 0; j < w; j++)                                                           \
+          acc[j] = em_red_min(em_red_min(em_red_min(em_red_min(acc[j], a[j]), b[j]), e[j]),  \
+                              f[j]);                                                          \
+      }                                                                                       \
+    }                                                                                         \
+    return q;                                                                                 \
+  }
+FAST_COLUMNS(fast_columns_f32, float)
+FAST_COLUMNS(fast_columns_f64, double)
+
+/* n consecutive reduced positions (rows at stride rstride). */
+static void col_rows(void *vctx, const char *xp, char *op, int n, int64_t ri) {
+  const col_ctx *c = vctx;
   (void)op;
   (void)ri;
   acc_kind k = c->r->kind[c->pass];
-  if (int_kind(k)) {
-    int64_t ti[EM_RED_W];
-    em_red_load_i64(ti, xp, c->kstride, c->w, c->xd);
-    fold_columns(k, c->ad, c->ai, NULL, ti, c->w);
-  } else {
-    double t[EM_RED_W];
-    em_red_load_f64(t, xp, c->kstride, c->w, c->xd);
-    transform(c->r, c->pass, t, c->w, c->centres, 1);
-    fold_columns(k, c->ad, c->ai, t, NULL, c->w);
+  int64_t done = 0;
+  if ((k == K_SUM || k == K_MAX || k == K_MIN) && c->r->tr[c->pass] == T_NONE) {
+    if (c->xd == EM_FLOAT32 && c->kstride == 4) done = fast_columns_f32(c, xp, n);
+    else if (c->xd == EM_FLOAT64 && c->kstride == 8) done = fast_columns_f64(c, xp, n);
   }
+  for (int64_t q = done; q < n; q++) col_row(c, xp + q * c->rstride);
 }
 
-/* One pass over reduced indices [b, e) for the w outputs of a group; results into a[0..w). */
+/* One pass over reduced indices [b, e) for the w outputs of a group, into d[] / i[]. */
 static void col_range(const em_red_plan *p, const recipe *r, int pass, const char *xg, int w,
-                      int64_t b, int64_t e, const double *centres, acc *a) {
-  col_ctx c;
-  c.r = r;
-  c.pass = pass;
-  c.w = w;
-  c.xd = p->xd;
-  c.kstride = p->kx[p->nk - 1];
-  c.centres = centres;
+                      int64_t b, int64_t e, const double *centres, double *d, int64_t *i) {
   acc init = acc_init(r->kind[pass]);
   for (int j = 0; j < w; j++) {
-    c.ad[j] = init.d;
-    c.ai[j] = init.i;
+    d[j] = init.d;
+    i[j] = init.i;
   }
-  em_red_walk_rows(p, xg, NULL, b, e, col_row, &c);
-  for (int j = 0; j < w; j++) a[j] = (acc){c.ad[j], 0, c.ai[j]};
+  col_ctx c = {r, pass, w, p->xd, p->kx[p->nk - 1], p->rx[p->nr - 1], centres, d, i};
+  em_red_walk_runs(p, xg, NULL, b, e, col_rows, &c);
 }
 
-static void col_group(const em_red_plan *p, const recipe *r, int64_t g) {
+static void col_centres(const recipe *r, const col_bufs *b, int w, int64_t n) {
+  for (int j = 0; j < w; j++) {
+    acc a = {b->d0[j], 0, b->i0[j]};
+    b->centre[j] = centre_of(r, &a, n);
+  }
+}
+
+static void col_store(const em_red_plan *p, const recipe *r, char *o, const col_bufs *b, int w) {
+  int64_t os = p->ko[p->nk - 1];
+  for (int c0 = 0; c0 < w; c0 += EM_RED_TILE) {
+    int n = w - c0 < EM_RED_TILE ? w - c0 : EM_RED_TILE;
+    if (int_kind(r->kind[0])) {
+      em_red_store_i64(o + c0 * os, os, b->i0 + c0, n, p->od);
+    } else {
+      double v[EM_RED_TILE];
+      for (int j = 0; j < n; j++) {
+        acc a0 = {b->d0[c0 + j], 0, 0}, a1 = {b->d1[c0 + j], 0, 0};
+        v[j] = result_of(r, &a0, &a1, p->nred);
+      }
+      em_red_store_f64(o + c0 * os, os, v, n, p->od);
+    }
+  }
+}
+
+static void col_group(const em_red_plan *p, const recipe *r, int64_t g, char *scratch) {
   int64_t xo, oo;
   int w = em_red_group(p, g, &xo, &oo);
-  acc a0[EM_RED_W], a1[EM_RED_W];
-  double centres[EM_RED_W];
-  col_range(p, r, 0, p->x + xo, w, 0, p->nred, NULL, a0);
+  col_bufs b = col_bufs_at(scratch, p->width);
+  col_range(p, r, 0, p->x + xo, w, 0, p->nred, b.centre, b.d0, b.i0);
   if (r->npass == 2) {
-    for (int j = 0; j < w; j++) centres[j] = centre_of(r, &a0[j], p->nred);
-    col_range(p, r, 1, p->x + xo, w, 0, p->nred, centres, a1);
+    col_centres(r, &b, w, p->nred);
+    /* two-pass recipes accumulate in double: i0 is free to serve as pass 1's unused ints */
+    col_range(p, r, 1, p->x + xo, w, 0, p->nred, b.centre, b.d1, b.i0);
   }
-  store_results(p, r, p->o + oo, p->ko[p->nk - 1], a0, a1, w);
+  col_store(p, r, p->o + oo, &b, w);
 }
 
-/* Few groups over many rows (a tall, narrow column sum): rows are cut into nt pieces. */
-static int col_group_split(const em_red_plan *p, const recipe *r, int64_t g, int nt) {
-  acc *parts = malloc((size_t)nt * EM_RED_W * sizeof *parts);
-  if (parts == NULL) return em_error_kind_set(EM_ERR_OOM, "reduce: out of memory on cpu");
-  int64_t xo, oo;
+/* Few groups over many rows (a tall column sum): rows are cut into nt pieces; each thread
+ * fills its own partial arrays, joined in order. scratch holds the group's buffers, then nt
+ * pairs of partial arrays. */
+static void col_group_split(const em_red_plan *p, const recipe *r, int64_t g, int nt,
+                            char *scratch) {
+  int64_t xo, oo, width = p->width;
   int w = em_red_group(p, g, &xo, &oo);
-  acc res[2][EM_RED_W];
-  double centres[EM_RED_W] = {0};
+  col_bufs b = col_bufs_at(scratch, width);
+  double *pd = (double *)(scratch + COL_BUF_ARRAYS * width * 8);
+  int64_t *pi = (int64_t *)(pd + nt * width);
   for (int pass = 0; pass < r->npass; pass++) {
+    acc_kind k = r->kind[pass];
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int t = 0; t < nt; t++) {
-      int64_t b = p->nred * t / nt, e = p->nred * (t + 1) / nt;
-      col_range(p, r, pass, p->x + xo, w, b, e, centres, parts + (size_t)t * EM_RED_W);
+      int64_t lo = p->nred * t / nt, hi = p->nred * (t + 1) / nt;
+      col_range(p, r, pass, p->x + xo, w, lo, hi, b.centre, pd + t * width, pi + t * width);
     }
+    double *dst = pass == 0 ? b.d0 : b.d1;
     for (int j = 0; j < w; j++) {
-      res[pass][j] = parts[j];
-      for (int t = 1; t < nt; t++) acc_merge(r->kind[pass], &res[pass][j], &parts[t * EM_RED_W + j]);
-      if (pass == 0 && r->npass == 2) centres[j] = centre_of(r, &res[0][j], p->nred);
+      acc a = {pd[j], 0, pi[j]};
+      for (int t = 1; t < nt; t++) {
+        acc part = {pd[t * width + j], 0, pi[t * width + j]};
+        acc_merge(k, &a, &part);
+      }
+      dst[j] = k == K_SUM ? acc_sum_value(&a) : a.d;
+      if (pass == 0) b.i0[j] = a.i;
     }
+    if (pass == 0 && r->npass == 2) col_centres(r, &b, w, p->nred);
   }
-  store_results(p, r, p->o + oo, p->ko[p->nk - 1], res[0], res[1], w);
-  free(parts);
-  return 0;
+  col_store(p, r, p->o + oo, &b, w);
 }
 
 /* ---- the driver ---------------------------------------------------------------------------- */
 
-static int run_recipe(const recipe *r, em_tensor *out, const em_tensor *x, uint32_t mask) {
-  em_red_plan p;
-  em_red_plan_build(&p, out, x, mask);
-  if (p.nout == 0) return 0;
-  int64_t units = p.column ? p.ngroups : p.nout;
-  int64_t width = p.ksize[p.nk - 1] < EM_RED_W ? p.ksize[p.nk - 1] : EM_RED_W;
-  int64_t per_unit = (p.nred > 0 ? p.nred : 1) * r->npass * (p.column ? width : 1);
-  int nt = em_threads_for(units * per_unit);
-  int split = em_threads_for(per_unit);
-  if (nt > 1 && units < 4 * (int64_t)nt && split > 1) {
-    for (int64_t u = 0; u < units; u++) {
-      int rc = p.column ? col_group_split(&p, r, u, split) : row_output_split(&p, r, u, split);
-      if (rc != 0) return rc;
-    }
+static int run_column(const em_red_plan *p, const recipe *r, int nt, int split) {
+  size_t bufs = COL_BUF_ARRAYS * (size_t)p->width * 8;
+  if (split > 1) {
+    char *scratch = em_red_scratch("reduce", 1, bufs + 2 * (size_t)split * p->width * 8);
+    if (scratch == NULL) return -1;
+    for (int64_t g = 0; g < p->ngroups; g++) col_group_split(p, r, g, split, scratch);
+    free(scratch);
     return 0;
   }
-  if (p.column) {
+  char *scratch = em_red_scratch("reduce", nt, bufs);
+  if (scratch == NULL) return -1;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t g = 0; g < units; g++) col_group(&p, r, g);
-  } else {
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t o = 0; o < units; o++) row_output(&p, r, o);
+  for (int64_t g = 0; g < p->ngroups; g++)
+    col_group(p, r, g, scratch + (size_t)omp_get_thread_num() * bufs);
+  free(scratch);
+  return 0;
+}
+
+static int run_recipe(recipe *r, em_tensor *out, const em_tensor *x, uint32_t mask) {
+  em_red_plan p;
+  em_red_plan_build(&p, out, x, mask);
+  r->single = p.xd != EM_FLOAT64;
+  if (p.nout == 0) return 0;
+  int64_t units = p.column ? p.ngroups : p.nout;
+  int64_t per_unit = (p.nred > 0 ? p.nred : 1) * r->npass * (p.column ? p.width : 1);
+  int nt = em_threads_for(units * per_unit);
+  /* Fewer units than a few per thread: split each unit's reduced range instead. */
+  int split = nt > 1 && units < 4 * (int64_t)nt ? em_threads_for(per_unit) : 1;
+  if (p.column) return run_column(&p, r, nt, split);
+  if (split > 1) {
+    for (int64_t o = 0; o < units; o++)
+      if (row_output_split(&p, r, o, split) != 0) return -1;
+    return 0;
   }
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+  for (int64_t o = 0; o < units; o++) row_output(&p, r, o);
   return 0;
 }
 
 static recipe one_pass(acc_kind k, xform t, finish f) {
-  recipe r = {1, {k, K_SUM}, {t, T_NONE}, f, 0, 0, 0};
+  recipe r = {1, {k, K_SUM}, {t, T_NONE}, f, 0, 0, 0, false};
   return r;
 }
 

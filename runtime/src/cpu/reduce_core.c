@@ -87,9 +87,37 @@ void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint3
   /* The column path pays off when neighbouring outputs are closer in memory than neighbouring
    * reduced elements. */
   int64_t kin = p->kx[p->nk - 1], rin = p->rx[p->nr - 1], kn = p->ksize[p->nk - 1];
-  p->column = kn > 1 && kin != 0 && (rin == 0 || abs64(kin) < abs64(rin));
-  p->nchunks = (kn + EM_RED_W - 1) / EM_RED_W;
-  p->ngroups = kn > 0 ? p->nout / kn * p->nchunks : 0;
+  /* It also wins for short reductions (softmax over 4 classes, sums of pairs): the row path
+   * pays tens of ns of setup per output, the column path a strided load per element. */
+  p->column = kn > 1 && kin != 0 &&
+              (rin == 0 || abs64(kin) < abs64(rin) || p->nred <= EM_RED_SHORT);
+  p->width = kn < EM_RED_SPAN ? kn : EM_RED_SPAN;
+  em_red_plan_narrow(p, 1);
+}
+
+void em_red_plan_narrow(em_red_plan *p, int64_t min_groups) {
+  int64_t kn = p->ksize[p->nk - 1];
+  if (kn == 0) {
+    p->nchunks = 1;
+    p->ngroups = 0;
+    return;
+  }
+  int64_t outer = p->nout / kn;
+  if (outer < min_groups) {
+    int64_t want = (min_groups + outer - 1) / outer;   /* groups per outer position */
+    int64_t w = (kn + want - 1) / want;
+    w = (w + EM_RED_TILE - 1) / EM_RED_TILE * EM_RED_TILE;
+    if (w < p->width) p->width = w;
+  }
+  p->nchunks = (kn + p->width - 1) / p->width;
+  p->ngroups = outer * p->nchunks;
+}
+
+void *em_red_scratch(const char *fn, int nt, size_t bytes) {
+  void *s = malloc((size_t)nt * bytes);
+  if (s == NULL) em_error_kind_set(EM_ERR_OOM, "%s: out of memory on cpu (%zu bytes of scratch)", fn,
+                                   (size_t)nt * bytes);
+  return s;
 }
 
 void em_red_out_offsets(const em_red_plan *p, int64_t o, int64_t *xoff, int64_t *ooff) {
@@ -107,7 +135,7 @@ void em_red_out_offsets(const em_red_plan *p, int64_t o, int64_t *xoff, int64_t 
 int em_red_group(const em_red_plan *p, int64_t g, int64_t *xoff, int64_t *ooff) {
   int last = p->nk - 1;
   int64_t chunk = g % p->nchunks, outer = g / p->nchunks;
-  int64_t xo = chunk * EM_RED_W * p->kx[last], oo = chunk * EM_RED_W * p->ko[last];
+  int64_t xo = chunk * p->width * p->kx[last], oo = chunk * p->width * p->ko[last];
   for (int d = last - 1; d >= 0; d--) {
     int64_t c = outer % p->ksize[d];
     outer /= p->ksize[d];
@@ -116,8 +144,8 @@ int em_red_group(const em_red_plan *p, int64_t g, int64_t *xoff, int64_t *ooff) 
   }
   *xoff = xo;
   *ooff = oo;
-  int64_t left = p->ksize[last] - chunk * EM_RED_W;
-  return left < EM_RED_W ? (int)left : EM_RED_W;
+  int64_t left = p->ksize[last] - chunk * p->width;
+  return (int)(left < p->width ? left : p->width);
 }
 
 /* ---- walkers ------------------------------------------------------------------------------- */
@@ -185,6 +213,25 @@ void em_red_walk_rows(const em_red_plan *p, const char *xb, char *ob, int64_t b,
     carry(p, coord);
   }
 }
+
+/* ---- tile folds ---------------------------------------------------------------------------- */
+
+double em_red_tile_sum(const double *t, int n) {
+  double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) l[k] += t[i + k];
+  double tail = 0;
+  for (; i < n; i++) tail += t[i];
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + tail;
+}
+
+/* Eight branch-free lanes (`v > m ? v : m` compiles to maxsd, which skips a NaN v; a branchy
+ * NaN-aware chain mispredicts on random data), then the vectorized sum detects NaN: it is NaN
+ * only if the tile holds a NaN, or both infinities (the rescan then finds none). */
+#define TILE_EXTREME(NAME, CMP, JOIN)                                                           double NAME(const double *t, int n, double init) {                                              double l[8];                                                                                  int i = 0;                                                                                    for (int q = 0; q < 8; q++) l[q] = init;                                                      for (; i + 8 <= n; i += 8)                                                                      for (int q = 0; q < 8; q++) l[q] = t[i + q] CMP l[q] ? t[i + q] : l[q];                     for (; i < n; i++) l[0] = JOIN(l[0], t[i]);                                                   for (int q = 1; q < 8; q++) l[0] = JOIN(l[0], l[q]);                                          double check = em_red_tile_sum(t, n);                                                         if (check != check)                                                                             for (i = 0; i < n; i++)                                                                         if (t[i] != t[i]) return t[i];                                                            return l[0];                                                                                }
+TILE_EXTREME(em_red_tile_max, >, em_red_max)
+TILE_EXTREME(em_red_tile_min, <, em_red_min)
 
 /* ---- tile loads and stores ----------------------------------------------------------------- */
 

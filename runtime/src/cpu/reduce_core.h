@@ -10,8 +10,10 @@
  *  - the row path: one output at a time, the reduced dims read in runs along the innermost
  *    (smallest-stride) reduced dim; contiguous runs give vectorizable tile loops;
  *  - the column path: when a kept dim is more contiguous than every reduced dim (column sums,
- *    softmax over dim 1 of [N, C, H, W]), a tile of up to EM_RED_W neighbouring outputs is
- *    reduced together, each reduced position adding one contiguous tile row.
+ *    softmax over dim 1 of [N, C, H, W]), a group of up to EM_RED_SPAN neighbouring outputs is
+ *    reduced together: each reduced position adds one contiguous row segment, read in tiles,
+ *    into a scratch array of per-output accumulators. Long contiguous segments keep the
+ *    hardware prefetcher streaming; short ones (a few KB at a large stride) starve it.
  * Values are loaded into small double (or int64, for exact integer sums) tiles first, so one
  * typed conversion loop per dtype feeds all the arithmetic.
  */
@@ -21,8 +23,9 @@
 #include "cpu.h"
 
 enum {
-  EM_RED_TILE = 256, /* elements per run in the row path */
-  EM_RED_W = 128     /* outputs per group in the column path */
+  EM_RED_TILE = 256,  /* elements per tile (a run in the row path, a chunk in the column path) */
+  EM_RED_SPAN = 4096, /* most outputs per group in the column path */
+  EM_RED_SHORT = 32   /* reductions this short take the column path whatever the strides */
 };
 
 typedef struct em_red_plan {
@@ -35,18 +38,22 @@ typedef struct em_red_plan {
   const char *x;
   char *o;
   em_dtype xd, od;
-  /* column path geometry: groups of up to EM_RED_W along the innermost kept dim */
+  /* column path geometry: groups of `width` outputs along the innermost kept dim */
   bool column;
-  int64_t nchunks, ngroups;
+  int64_t width, nchunks, ngroups;
 } em_red_plan;
 
 /* Builds the plan for x reduced over `mask` into out. out has x's rank; a dim of out whose size
  * equals x's is walked with out's stride (scans, softmax), a size-1 dim is not (reductions). */
 void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint32_t mask);
 
+/* Narrows the column path's groups (in whole tiles) until there are at least min_groups of
+ * them, so that kernels which cannot split a group still give every thread work. */
+void em_red_plan_narrow(em_red_plan *p, int64_t min_groups);
+
 /* Offsets (bytes) of output o's first element in x and out (row path). */
 void em_red_out_offsets(const em_red_plan *p, int64_t o, int64_t *xoff, int64_t *ooff);
-/* Column path: group g's offsets, and its width (how many outputs it covers). */
+/* Column path: group g's offsets, and how many outputs it covers (at most p->width). */
 int em_red_group(const em_red_plan *p, int64_t g, int64_t *xoff, int64_t *ooff);
 
 /* One run along the innermost reduced dim: n elements from xp (stride p->rx[nr-1]) and op
@@ -69,9 +76,19 @@ void em_red_store_i64(char *dst, int64_t stride, const int64_t *src, int n, em_d
 
 static inline bool em_red_is_int(em_dtype d) { return !em_dtypes[d].is_float; }
 
+/* Per-thread scratch for the column path: nt blocks of `bytes`, one malloc before the parallel
+ * region; NULL with an out-of-memory error set. */
+void *em_red_scratch(const char *fn, int nt, size_t bytes);
+
 /* NaN-propagating max/min, as PyTorch's amax/amin: once acc is NaN it stays NaN. */
 static inline double em_red_max(double acc, double v) { return (v > acc || v != v) ? v : acc; }
 static inline double em_red_min(double acc, double v) { return (v < acc || v != v) ? v : acc; }
+
+/* Tile folds shared by the family. The sum runs eight lanes (vectorizable, and more accurate
+ * than one running sum); max and min propagate NaN and start from `init`. */
+double em_red_tile_sum(const double *t, int n);
+double em_red_tile_max(const double *t, int n, double init);
+double em_red_tile_min(const double *t, int n, double init);
 
 /* Wrapping int64 arithmetic (integer sums overflow like PyTorch's, without C's UB). */
 static inline int64_t em_red_iadd(int64_t a, int64_t b) {

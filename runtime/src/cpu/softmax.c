@@ -1,99 +1,128 @@
 /*
  * softmax.c: the CPU kernel for softmax and log_softmax along one dim.
  *
- * Three passes per line, all in double: the max m, then s = sum(exp(x - m)), then
- * exp(x - m) / s (softmax) or x - m - log(s) (log_softmax). Subtracting the max keeps every
- * exponent <= 0, so large inputs ({1000, 1001, 1002}) cannot overflow. A NaN anywhere in a line
- * makes the whole line NaN, and a line of -inf gives NaN, as in PyTorch.
+ * Three passes per line: the max m, then s = sum(exp(x - m)) in double, then exp(x - m) / s
+ * (softmax) or x - m - log(s) (log_softmax). Subtracting the max keeps every exponent <= 0, so
+ * large inputs ({1000, 1001, 1002}) cannot overflow. A NaN anywhere in a line makes the whole
+ * line NaN, and a line of -inf gives NaN, as in PyTorch.
+ *
+ * exp dominates the cost, so each element takes one: softmax into a float32 or float64 output
+ * stores exp(x - m) in the second pass and only rescales it in the third (other output dtypes
+ * recompute it rather than round it twice). Inputs narrower than float64 use expf, whose
+ * error (< 1 ulp of float) is below what a float32 result can show.
  *
  * Lines are shared out across threads. When the softmax dim is not the most contiguous one
- * (softmax over channels of [N, C, H, W]), EM_RED_W neighbouring lines run together so that
- * every load is a contiguous tile row.
+ * (softmax over channels of [N, C, H, W]), a group of neighbouring lines runs together so that
+ * every load is a contiguous row segment.
  */
+#include <omp.h>
+#include <stdlib.h>
+
 #include "reduce_core.h"
 
 typedef struct sm_ctx {
   int is_log, pass, w;
+  bool single;   /* expf is enough for this input dtype */
+  bool keep_exp; /* pass 1 stores exp(x - m) in out; pass 2 rescales it */
   em_dtype xd, od;
   int64_t xstride, ostride;
-  double m[EM_RED_W], s[EM_RED_W];
+  double *m, *s; /* per line: the max, then the sum (1 / sum or log(sum) before pass 2) */
 } sm_ctx;
 
-/* Row path: a run of n elements of one line. */
-static void sm_run(void *vctx, const char *xp, char *op, int n, int64_t r) {
-  sm_ctx *c = vctx;
-  (void)r;
+/* t[k] = exp(t[k] - m[k * mstep]) */
+static void exp_shifted(double *t, int n, const double *m, int mstep, bool single) {
+  if (single)
+    for (int k = 0; k < n; k++) t[k] = expf((float)(t[k] - m[k * mstep]));
+  else
+    for (int k = 0; k < n; k++) t[k] = exp(t[k] - m[k * mstep]);
+}
+
+/* One tile of n elements of lines whose constants start at m[0], s[0] (mstep 0: one line, the
+ * row path; mstep 1: n lines side by side, the column path). */
+static void sm_tile(const sm_ctx *c, const char *xp, char *op, int n, double *m, double *s,
+                    int mstep) {
   double t[EM_RED_TILE];
+  if (c->pass == 2 && c->keep_exp) {
+    em_red_load_f64(t, op, c->ostride, n, c->od);
+    for (int k = 0; k < n; k++) t[k] *= s[k * mstep];
+    em_red_store_f64(op, c->ostride, t, n, c->od);
+    return;
+  }
   em_red_load_f64(t, xp, c->xstride, n, c->xd);
-  double m = c->m[0];
   if (c->pass == 0) {
-    for (int k = 0; k < n; k++) m = em_red_max(m, t[k]);
-    c->m[0] = m;
+    if (mstep == 0) {
+      m[0] = em_red_tile_max(t, n, m[0]);
+    } else {
+      for (int k = 0; k < n; k++) m[k] = em_red_max(m[k], t[k]);
+    }
   } else if (c->pass == 1) {
-    double s = 0;
-    for (int k = 0; k < n; k++) s += exp(t[k] - m);
-    c->s[0] += s;
+    exp_shifted(t, n, m, mstep, c->single);
+    if (mstep == 0) {
+      s[0] += em_red_tile_sum(t, n);
+    } else {
+      for (int k = 0; k < n; k++) s[k] += t[k];
+    }
+    if (c->keep_exp) em_red_store_f64(op, c->ostride, t, n, c->od);
   } else {
     if (c->is_log) {
-      double shift = m + log(c->s[0]);
-      for (int k = 0; k < n; k++) t[k] = t[k] - shift;
+      for (int k = 0; k < n; k++) t[k] = t[k] - m[k * mstep] - s[k * mstep];
     } else {
-      double inv = 1.0 / c->s[0];
-      for (int k = 0; k < n; k++) t[k] = exp(t[k] - m) * inv;
+      exp_shifted(t, n, m, mstep, c->single);
+      for (int k = 0; k < n; k++) t[k] *= s[k * mstep];
     }
     em_red_store_f64(op, c->ostride, t, n, c->od);
   }
 }
 
-/* Column path: one position of w neighbouring lines. */
+/* Row path: a run of n elements of one line. */
+static void sm_run(void *vctx, const char *xp, char *op, int n, int64_t r) {
+  sm_ctx *c = vctx;
+  (void)r;
+  sm_tile(c, xp, op, n, c->m, c->s, 0);
+}
+
+/* Column path: one position of w neighbouring lines, tile by tile. */
 static void sm_row(void *vctx, const char *xp, char *op, int64_t r) {
   sm_ctx *c = vctx;
   (void)r;
-  int w = c->w;
-  double t[EM_RED_W];
-  em_red_load_f64(t, xp, c->xstride, w, c->xd);
-  if (c->pass == 0) {
-    for (int j = 0; j < w; j++) c->m[j] = em_red_max(c->m[j], t[j]);
-  } else if (c->pass == 1) {
-    for (int j = 0; j < w; j++) c->s[j] += exp(t[j] - c->m[j]);
-  } else {
-    if (c->is_log)
-      for (int j = 0; j < w; j++) t[j] = t[j] - c->m[j] - c->s[j];
-    else
-      for (int j = 0; j < w; j++) t[j] = exp(t[j] - c->m[j]) * c->s[j];
-    em_red_store_f64(op, c->ostride, t, w, c->od);
+  for (int c0 = 0; c0 < c->w; c0 += EM_RED_TILE) {
+    int n = c->w - c0 < EM_RED_TILE ? c->w - c0 : EM_RED_TILE;
+    sm_tile(c, xp + c0 * c->xstride, op + c0 * c->ostride, n, c->m + c0, c->s + c0, 1);
   }
 }
 
-static void sm_unit(const em_red_plan *p, int is_log, int64_t u) {
+static void sm_unit(const em_red_plan *p, int is_log, int64_t u, double *scratch) {
   sm_ctx c;
+  double m1, s1;
   c.is_log = is_log;
   c.xd = p->xd;
   c.od = p->od;
+  c.single = p->xd != EM_FLOAT64;
+  c.keep_exp = !is_log && (p->od == EM_FLOAT32 || p->od == EM_FLOAT64);
   int64_t xo, oo;
   if (p->column) {
     c.w = em_red_group(p, u, &xo, &oo);
     c.xstride = p->kx[p->nk - 1];
     c.ostride = p->ko[p->nk - 1];
+    c.m = scratch;
+    c.s = scratch + p->width;
   } else {
     em_red_out_offsets(p, u, &xo, &oo);
     c.w = 1;
     c.xstride = p->rx[p->nr - 1];
     c.ostride = p->ro[p->nr - 1];
+    c.m = &m1;
+    c.s = &s1;
   }
   for (int j = 0; j < c.w; j++) {
     c.m[j] = -INFINITY;
     c.s[j] = 0;
   }
   for (c.pass = 0; c.pass < 3; c.pass++) {
-    if (p->column) {
-      /* The column loop wants per-line constants ready before the write pass. */
-      if (c.pass == 2)
-        for (int j = 0; j < c.w; j++) c.s[j] = is_log ? log(c.s[j]) : 1.0 / c.s[j];
-      em_red_walk_rows(p, p->x + xo, p->o + oo, 0, p->nred, sm_row, &c);
-    } else {
-      em_red_walk_runs(p, p->x + xo, p->o + oo, 0, p->nred, sm_run, &c);
-    }
+    if (c.pass == 2) /* the write pass wants ready per-line constants */
+      for (int j = 0; j < c.w; j++) c.s[j] = is_log ? log(c.s[j]) : 1.0 / c.s[j];
+    if (p->column) em_red_walk_rows(p, p->x + xo, p->o + oo, 0, p->nred, sm_row, &c);
+    else em_red_walk_runs(p, p->x + xo, p->o + oo, 0, p->nred, sm_run, &c);
   }
 }
 
@@ -101,10 +130,17 @@ int em_cpu_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim) {
   em_red_plan p;
   em_red_plan_build(&p, out, x, x->ndim > 0 ? 1u << dim : 0);
   if (p.nout == 0 || p.nred == 0) return 0;
-  int64_t units = p.column ? p.ngroups : p.nout;
   int nt = em_threads_for(p.nout * p.nred * 3);
+  if (p.column) em_red_plan_narrow(&p, nt); /* lines are not split: make enough groups */
+  int64_t units = p.column ? p.ngroups : p.nout;
   if (nt > units) nt = (int)units;
+  size_t bytes = p.column ? 2 * (size_t)p.width * sizeof(double) : 0;
+  char *scratch = NULL;
+  if (p.column && (scratch = em_red_scratch("softmax", nt, bytes)) == NULL) return -1;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-  for (int64_t u = 0; u < units; u++) sm_unit(&p, is_log, u);
+  for (int64_t u = 0; u < units; u++)
+    sm_unit(&p, is_log, u,
+            scratch ? (double *)(scratch + (size_t)omp_get_thread_num() * bytes) : NULL);
+  free(scratch);
   return 0;
 }
