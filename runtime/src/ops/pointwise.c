@@ -52,10 +52,17 @@ static int unary_types(const char *fn, em_unary_op op, em_dtype in, em_dtype *co
       return em_error("%s: not supported for bool tensors (use logical_not)", fn);
     return 0;
   case EM_ABS: case EM_SQUARE: case EM_RELU:
+  case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC:
+    /* (the roundings are the identity on integers) */
     if (in == EM_BOOL) return em_error("%s: not supported for bool tensors", fn);
     return 0;
-  case EM_SIGN: case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC:
-    return 0; /* the identity on bool; the roundings are the identity on integers */
+  case EM_SIGN:
+    return 0; /* the identity on bool */
+  case EM_GELU: case EM_GELU_TANH: case EM_SILU: case EM_SOFTPLUS:
+    /* Activations have no integer form in PyTorch (unlike exp or sigmoid). */
+    if (is_int(in))
+      return em_error("%s: expected a floating-point tensor, got %s", fn, em_dtype_name(in));
+    return 0;
   default:
     if (is_int(in)) *compute = *out = EM_FLOAT32;
     return 0;
@@ -154,6 +161,23 @@ static int check_alpha(const char *fn, em_binary_op op, em_dtype compute, double
   return 0;
 }
 
+/* An integer power with a negative scalar exponent is refused before the exponent is cast to
+ * the compute dtype, where uint8 would turn -1 into 255 (tensor exponents are checked by the
+ * kernel, element by element). */
+static int check_pow_exponent(const char *fn, em_binary_op op, em_dtype compute,
+                              const em_tensor *b) {
+  if (op != EM_POW || !is_int(compute) || b->ndim != 0) return 0;
+  double e;
+  if (b->storage->device_id == EM_CPU) /* includes stack scalars made for another device */
+    e = em_load_as_double((const char *)b->storage->data +
+                              b->offset * (int64_t)em_dtypes[b->dtype_id].size,
+                          (em_dtype)b->dtype_id);
+  else if (em_item(b, &e) != 0)
+    return -1;
+  if (e < 0) return em_error("%s: integers to negative integer powers are not allowed", fn);
+  return 0;
+}
+
 /* Shared by the out-of-place and in-place forms: validates and begins ew. */
 static int binary_begin(em_ew *ew, const char *fn, em_binary_op op, const em_tensor *a,
                         const em_tensor *b, double alpha, em_dtype *out_dtype) {
@@ -161,6 +185,7 @@ static int binary_begin(em_ew *ew, const char *fn, em_binary_op op, const em_ten
   if (binary_types(fn, op, a, b, &ew->compute, out_dtype) != 0) return -1;
   em_dtype compute = ew->compute;
   if (check_alpha(fn, op, compute, alpha) != 0) return -1;
+  if (check_pow_exponent(fn, op, compute, b) != 0) return -1;
   if (em_ew_begin(ew, fn, 2, ts) != 0) return -1;
   ew->compute = compute;
   return 0;
