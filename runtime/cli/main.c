@@ -1,60 +1,58 @@
 /*
  * main.c: the `ember` program. It embeds LuaJIT, puts Ember's Lua package on the path, loads
- * `ember` as a global, and then runs scripts (`ember script.lua args`), statements (`-e`),
- * modules (`-l`) or the REPL. Uncaught errors print a traceback and exit with status 1.
+ * `ember` as a global, applies EMBER_DEVICE, and then runs what the command line asks for, in
+ * order, as lua.c does: -e statements, -l modules, a script with its arguments, and the REPL
+ * (with no script or -e, or with -i). An uncaught error prints its message and a traceback on
+ * stderr and the program exits with status 1.
  */
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "luajit.h"
 #include "ember.h"
+#include "luajit.h"
 
-static const char *usage =
+static const char *progname = "ember";
+
+static const char usage[] =
   "usage: ember [options] [script.lua [args...]]\n"
   "  (no script)     start the interactive REPL\n"
   "  -e stmt         run the Lua statement stmt\n"
-  "  -l mod          require the module mod (as a global of the same name)\n"
-  "  -i              open the REPL after running the script\n"
+  "  -l mod          require the module mod, as a global named after its last part\n"
+  "  -i              open the REPL after running the script (or the -e statements)\n"
+  "  -               run the script read from stdin\n"
+  "  --              stop handling options\n"
   "  -v, --version   print the version\n"
   "  -h, --help      print this help\n"
-  "Environment: EMBER_DEVICE picks the default device (cpu, auto, ...).\n";
+  "Options run in the order given, before the script.\n"
+  "Environment:\n"
+  "  EMBER_DEVICE    the default device (cpu, auto, vulkan:N)\n"
+  "  EMBER_HISTORY   the REPL's history file (default ~/.ember_history; empty: none)\n"
+  "In the REPL, ?name shows the help for name and ? lists the names.\n";
 
-static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (msg == NULL) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
-  return 1;
+/* The version, with what this runtime can use. (Calling into libember here also keeps the
+ * program linked to it under --as-needed, which Lua's ffi.C relies on to find the runtime's
+ * symbols in-process.) */
+static void print_version(void) {
+  printf("ember %s (%s)\n", EMBER_VERSION, LUAJIT_VERSION);
+  printf("devices:");
+  for (int d = 0; d < em_device_count(); d++) printf(" %s", em_device_name(d));
+  printf("; threads: %d\n", em_get_num_threads());
 }
 
-int cli_pcall(lua_State *L, int nargs, int nresults) {
-  int base = lua_gettop(L) - nargs;
-  lua_pushcfunction(L, traceback);
-  lua_insert(L, base);
-  int status = lua_pcall(L, nargs, nresults, base);
-  lua_remove(L, base);
-  return status;
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-void cli_report(lua_State *L, int status) {
-  if (status == 0) return;
-  const char *msg = lua_tostring(L, -1);
-  fprintf(stderr, "%s\n", msg ? msg : "(error with no message)");
-  fflush(stderr);
-  lua_pop(L, 1);
-}
-
-static int file_exists(const char *path) { return access(path, R_OK) == 0; }
 
 /* Finds lua/ember/init.lua: next to the program (build/../lua), in an installed share folder,
- * or in the source tree this program was built from. */
+ * or in the source tree this program was built from. The docs folder is looked for next to
+ * it (for `?name`), else in the source tree. Both are recorded in package.ember_lua_dir and
+ * package.ember_docs_dir. */
 static void set_package_path(lua_State *L) {
   char exe[PATH_MAX], candidate[PATH_MAX + 64], chosen[PATH_MAX + 64] = "";
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -65,7 +63,7 @@ static void set_package_path(lua_State *L) {
     const char *rel[] = {"/../lua", "/../share/ember/lua", "/lua"};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0] && !chosen[0]; i++) {
       snprintf(candidate, sizeof candidate, "%s%s/ember/init.lua", exe, rel[i]);
-      if (file_exists(candidate)) snprintf(chosen, sizeof chosen, "%s%s", exe, rel[i]);
+      if (access(candidate, R_OK) == 0) snprintf(chosen, sizeof chosen, "%s%s", exe, rel[i]);
     }
   }
   if (!chosen[0]) snprintf(chosen, sizeof chosen, "%s", EMBER_SOURCE_LUA_DIR);
@@ -76,15 +74,79 @@ static void set_package_path(lua_State *L) {
   lua_pop(L, 1);
   lua_pushstring(L, chosen);
   lua_setfield(L, -2, "ember_lua_dir");
+  char docs[sizeof chosen + 16];
+  snprintf(docs, sizeof docs, "%s/../docs", chosen);
+  lua_pushstring(L, is_dir(docs) ? docs : EMBER_SOURCE_DOCS_DIR);
+  lua_setfield(L, -2, "ember_docs_dir");
   lua_pop(L, 1);
 }
 
+/* What the command line asks for. */
+typedef struct options {
+  int script;      /* argv index of the script (0: none); "-" means stdin */
+  int interactive; /* -i */
+  int has_e;       /* some -e */
+} options;
+
+/* Checks the options; returns 0 to go on, 1 after printing help or the version, -1 on a bad
+ * command line (reported). */
+static int parse_options(int argc, char **argv, options *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "-") == 0) {
+      o->script = i;
+      return 0;
+    }
+    if (strcmp(a, "--") == 0) {
+      o->script = i + 1 < argc ? i + 1 : 0;
+      return 0;
+    }
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(usage, stdout);
+      return 1;
+    }
+    if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
+      print_version();
+      return 1;
+    }
+    if (strcmp(a, "-i") == 0) {
+      o->interactive = 1;
+    } else if (a[1] == 'e' || a[1] == 'l') {
+      if (a[1] == 'e') o->has_e = 1;
+      if (a[2] == '\0' && ++i >= argc) {
+        fprintf(stderr, "%s: option %s needs an argument (%s --help lists the options)\n",
+                progname, a, progname);
+        return -1;
+      }
+    } else {
+      fprintf(stderr, "%s: unknown option %s (%s --help lists the options)\n", progname, a,
+              progname);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The global `arg`, as lua.c builds it: arg[0] the script, arg[1..] its arguments, the
+ * program and options at negative indices. Without a script, arg[0] is the program. */
+static void set_arg_table(lua_State *L, int argc, char **argv, int script) {
+  lua_createtable(L, argc, 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - script);
+  }
+  lua_setglobal(L, "arg");
+}
+
+/* require(mod), stored in the global named after the last part of mod (-l ember.nn -> nn). */
 static int require_global(lua_State *L, const char *mod) {
   lua_getglobal(L, "require");
   lua_pushstring(L, mod);
   int status = cli_pcall(L, 1, 1);
   if (status != 0) return status;
-  lua_setglobal(L, mod);
+  const char *dot = strrchr(mod, '.');
+  lua_setglobal(L, dot ? dot + 1 : mod);
   return 0;
 }
 
@@ -94,74 +156,67 @@ static int run_string(lua_State *L, const char *code, const char *name) {
   return status;
 }
 
-/* Runs a script with the global `arg` set as in lua.c: arg[0] the script, arg[1..] its args. */
-static int run_script(lua_State *L, int argc, char **argv, int script_index) {
-  lua_createtable(L, argc - script_index, script_index + 1);
-  for (int i = 0; i < argc; i++) {
-    lua_pushstring(L, argv[i]);
-    lua_rawseti(L, -2, i - script_index);
+/* Runs the -e and -l options in the order given. */
+static int run_options(lua_State *L, char **argv, int end) {
+  for (int i = 1; i < end; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l')) continue;
+    const char *value = a[2] != '\0' ? a + 2 : argv[++i];
+    int status = a[1] == 'e' ? run_string(L, value, "=(command line)") : require_global(L, value);
+    if (status != 0) return status;
   }
-  lua_setglobal(L, "arg");
-  int status = luaL_loadfile(L, argv[script_index]);
+  return 0;
+}
+
+/* Runs the script at argv[script] with its arguments as `...`. */
+static int run_script(lua_State *L, int argc, char **argv, int script) {
+  const char *path = argv[script];
+  int status = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
   if (status != 0) return status;
-  int nargs = argc - script_index - 1;
-  for (int i = script_index + 1; i < argc; i++) lua_pushstring(L, argv[i]);
-  return cli_pcall(L, nargs, 0);
+  for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+  return cli_pcall(L, argc - script - 1, 0);
+}
+
+/* EMBER_DEVICE picks the default device before anything runs; an unknown name is an error. */
+static int apply_device_env(lua_State *L) {
+  const char *device = getenv("EMBER_DEVICE");
+  if (device == NULL || device[0] == '\0') return 0;
+  lua_getglobal(L, "ember");
+  lua_getfield(L, -1, "set_default_device");
+  lua_remove(L, -2);
+  lua_pushstring(L, device);
+  if (lua_pcall(L, 1, 0, 0) == 0) return 0;
+  const char *msg = lua_tostring(L, -1);
+  lua_pushfstring(L, "EMBER_DEVICE=%s: %s", device, msg ? msg : "cannot set the device");
+  lua_remove(L, -2);
+  return LUA_ERRRUN;
 }
 
 int main(int argc, char **argv) {
+  options o;
+  int parsed = parse_options(argc, argv, &o);
+  if (parsed != 0) return parsed < 0 ? 1 : 0;
+
   lua_State *L = luaL_newstate();
   if (L == NULL) {
-    fprintf(stderr, "ember: cannot create the Lua state (out of memory)\n");
+    fprintf(stderr, "%s: cannot create the Lua state (out of memory)\n", progname);
     return 1;
   }
   luaL_openlibs(L);
   set_package_path(L);
-
-  int interactive = 0, script = 0, did_something = 0;
-  for (int i = 1; i < argc && !script; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(usage, stdout);
-      lua_close(L);
-      return 0;
-    } else if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
-      printf("ember %s (%s)\n", EMBER_VERSION, LUAJIT_VERSION);
-      lua_close(L);
-      return 0;
-    } else if (strcmp(a, "-i") == 0) {
-      interactive = 1;
-    } else if ((strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) && i + 1 >= argc) {
-      fprintf(stderr, "ember: option %s needs an argument\n%s", a, usage);
-      lua_close(L);
-      return 1;
-    } else if (a[0] == '-' && strcmp(a, "-e") != 0 && strcmp(a, "-l") != 0 && a[1] != '\0') {
-      fprintf(stderr, "ember: unknown option %s\n%s", a, usage);
-      lua_close(L);
-      return 1;
-    } else if (a[0] != '-') {
-      script = i;
-    } else {
-      i++; /* -e / -l take their argument in the second pass */
-    }
-  }
+  set_arg_table(L, argc, argv, o.script);
 
   int status = require_global(L, "ember");
-  for (int i = 1; status == 0 && i < argc && (script == 0 || i < script); i++) {
-    if (strcmp(argv[i], "-e") == 0) {
-      status = run_string(L, argv[++i], "=(command line)");
-      did_something = 1;
-    } else if (strcmp(argv[i], "-l") == 0) {
-      status = require_global(L, argv[++i]);
-    }
-  }
-  if (status == 0 && script) status = run_script(L, argc, argv, script);
+  if (status == 0) status = apply_device_env(L);
+  if (status == 0) status = run_options(L, argv, o.script ? o.script : argc);
+  if (status == 0 && o.script) status = run_script(L, argc, argv, o.script);
   if (status != 0) {
-    cli_report(L, status);
+    cli_report(L, progname);
     lua_close(L);
     return 1;
   }
-  if (interactive || (!script && !did_something)) cli_repl(L);
+  if (o.interactive || (!o.script && !o.has_e)) cli_repl(L);
+  fflush(stdout);
   lua_close(L);
   return 0;
 }

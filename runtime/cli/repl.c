@@ -1,82 +1,209 @@
 /*
- * repl.c: the interactive loop: read a line, compile it as an expression (so results print
- * without '='), else as a statement; keep reading while the chunk is incomplete.
+ * repl.c: the read-eval-print loop.
+ *
+ * Each chunk is compiled first as an expression ("return <chunk>"), so that results print
+ * without '=', then as a statement. While either form is only missing its end ("... near
+ * <eof>"), the next line continues the chunk at a ">>" prompt. A trailing ';' evaluates
+ * without printing. A line starting with '?' asks for help (ember.repl.help_command).
+ *
+ * Chunks typed here run with LuaJIT's JIT off (for the chunk and the functions defined in it):
+ * compiled loops do not check hooks, and Ctrl-C must be able to stop `while true do end`.
+ * Library code that such a chunk calls is still compiled.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "luajit.h"
 
-#ifdef EMBER_HAVE_READLINE
-#include <readline/history.h>
-#include <readline/readline.h>
-#endif
+typedef enum chunk_kind { CHUNK_EXPR, CHUNK_STMT, CHUNK_INCOMPLETE, CHUNK_ERROR } chunk_kind;
 
-static char *read_line(const char *prompt) {
-#ifdef EMBER_HAVE_READLINE
-  return readline(prompt);
-#else
-  static char buf[4096];
-  fputs(prompt, stdout);
-  fflush(stdout);
-  if (fgets(buf, sizeof buf, stdin) == NULL) return NULL;
-  buf[strcspn(buf, "\n")] = '\0';
-  return strdup(buf);
-#endif
-}
-
+/* A syntax error at the end of the text: more lines may complete it. */
 static int incomplete(lua_State *L, int status) {
   if (status != LUA_ERRSYNTAX) return 0;
   size_t len;
   const char *msg = lua_tolstring(L, -1, &len);
-  return len >= 5 && strcmp(msg + len - 5, "<eof>") == 0;
+  const char eof[] = "'<eof>'";
+  size_t n = sizeof eof - 1;
+  return msg != NULL && len >= n && strcmp(msg + len - n, eof) == 0;
 }
 
-static void print_results(lua_State *L, int base) {
+/* Compiles "<before><body, without a trailing ';'><after>" as the chunk "stdin". */
+static int load_wrapped(lua_State *L, const char *before, const char *body, const char *after) {
+  size_t n = strlen(body);
+  if (*after != '\0') /* the wrapped form must not end in "x;)" */
+    while (n > 0 && strchr(" \t\r;", body[n - 1]) != NULL) n--;
+  size_t a = strlen(before), b = strlen(after);
+  char *code = malloc(a + n + b + 1);
+  if (code == NULL) {
+    lua_pushliteral(L, "out of memory");
+    return LUA_ERRMEM;
+  }
+  memcpy(code, before, a);
+  memcpy(code + a, body, n);
+  memcpy(code + a + n, after, b + 1);
+  int status = luaL_loadbuffer(L, code, a + n + b, "=stdin");
+  free(code);
+  return status;
+}
+
+/* Compiles the chunk. CHUNK_EXPR / CHUNK_STMT leave the function on the stack, CHUNK_ERROR the
+ * message; CHUNK_INCOMPLETE leaves nothing. */
+static chunk_kind compile(lua_State *L, const char *chunk) {
+  /* Lua 5.1's "=expr" shorthand prints expr. */
+  const char *body = chunk[0] == '=' ? chunk + 1 : chunk;
+  int status = load_wrapped(L, "return ", body, "");
+  if (status == 0) {
+    /* Run it as "return select(1, <expr>\n)": the same values, but the expression's last call
+     * is not a tail call, so an error raised there still names stdin:line. */
+    if (load_wrapped(L, "return select(1, ", body, "\n)") == 0) lua_remove(L, -2);
+    else lua_pop(L, 1);
+    return CHUNK_EXPR;
+  }
+  int expr_incomplete = incomplete(L, status);
+  lua_pop(L, 1);
+  status = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
+  if (status == 0) return CHUNK_STMT;
+  if (incomplete(L, status) || expr_incomplete) {
+    lua_pop(L, 1);
+    return CHUNK_INCOMPLETE;
+  }
+  return CHUNK_ERROR;
+}
+
+/* A chunk ending in ';' runs silently, as in MATLAB and Torch7's trepl. */
+static int ends_with_semicolon(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+  return n > 0 && s[n - 1] == ';';
+}
+
+/* Calls ember.repl.<name> with the values above base as arguments (or the global `print` when
+ * ember.repl did not load), reporting errors. */
+static void call_repl(lua_State *L, int repl_ref, const char *name, int base) {
   int n = lua_gettop(L) - base;
-  if (n <= 0) return;
-  lua_getglobal(L, "print");
+  if (repl_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, repl_ref);
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+  } else {
+    lua_getglobal(L, "print");
+  }
   lua_insert(L, base + 1);
-  if (cli_pcall(L, n, 0) != 0) cli_report(L, 1);
+  if (cli_pcall(L, n, 0) != 0) cli_report(L, NULL);
+}
+
+static void run_chunk(lua_State *L, int repl_ref, const char *chunk, chunk_kind kind) {
+  int base = lua_gettop(L) - 1;
+  /* The JIT off for this chunk and its nested functions: see the head of this file. */
+  luaJIT_setmode(L, -1, LUAJIT_MODE_ALLFUNC | LUAJIT_MODE_OFF);
+  if (cli_pcall(L, 0, LUA_MULTRET) != 0) {
+    cli_report(L, NULL);
+  } else if (kind == CHUNK_EXPR && lua_gettop(L) > base && !ends_with_semicolon(chunk)) {
+    call_repl(L, repl_ref, "print_results", base);
+  }
+  lua_settop(L, base);
+  fflush(stdout);
+}
+
+/* `?name` or `?`: the text after '?' when the line is a help request, else NULL. */
+static const char *help_request(const char *line) {
+  while (*line == ' ' || *line == '\t') line++;
+  return *line == '?' ? line + 1 : NULL;
+}
+
+static int load_repl_module(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "ember.repl");
+  if (cli_pcall(L, 1, 1) != 0) {
+    fprintf(stderr, "ember: the REPL helpers did not load (no completion or help):\n");
+    cli_report(L, NULL);
+    return LUA_NOREF;
+  }
+  return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+static void show_banner(lua_State *L, int repl_ref) {
+  if (repl_ref == LUA_NOREF) return;
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, repl_ref);
+  lua_getfield(L, -1, "banner");
+  if (lua_pcall(L, 0, 1, 0) == 0 && lua_isstring(L, -1)) {
+    cli_input_message(lua_tostring(L, -1));
+    cli_input_message("\n");
+  }
+  lua_settop(L, top);
+}
+
+/* chunk + "\n" + line (just a copy of line when there is no chunk yet). */
+static char *append_line(char *chunk, const char *line) {
+  int continued = chunk != NULL;
+  size_t old = continued ? strlen(chunk) : 0, n = strlen(line);
+  char *joined = realloc(chunk, old + n + 2);
+  if (joined == NULL) {
+    free(chunk);
+    return NULL;
+  }
+  if (continued) joined[old++] = '\n';
+  memcpy(joined + old, line, n + 1);
+  return joined;
 }
 
 void cli_repl(lua_State *L) {
+  int repl_ref = load_repl_module(L);
+  cli_input_open(L, repl_ref);
+  if (cli_input_interactive()) show_banner(L, repl_ref);
+  cli_prompt_signals_on();
+
   char *chunk = NULL;
   for (;;) {
-    char *line = read_line(chunk ? ">> " : "> ");
-    if (line == NULL) break;
-    size_t old = chunk ? strlen(chunk) : 0;
-    char *joined = malloc(old + strlen(line) + 2);
-    if (joined == NULL) break;
-    snprintf(joined, old + strlen(line) + 2, "%s%s%s", chunk ? chunk : "", chunk ? "\n" : "", line);
-    free(chunk);
-    free(line);
-    chunk = joined;
-    int base = lua_gettop(L);
-    size_t len = strlen(chunk) + 8;
-    char *expr = malloc(len);
-    snprintf(expr, len, "return %s", chunk);
-    int status = luaL_loadbuffer(L, expr, strlen(expr), "=stdin");
-    free(expr);
-    if (status != 0) {
-      lua_pop(L, 1);
-      status = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
-    }
-    if (incomplete(L, status)) {
-      lua_pop(L, 1);
+    char *line;
+    cli_read_status rs = cli_read_line(chunk ? ">> " : "> ", &line);
+    if (rs == CLI_READ_INTERRUPT) {
+      free(chunk);
+      chunk = NULL;
       continue;
     }
-#ifdef EMBER_HAVE_READLINE
-    add_history(chunk);
-#endif
+    if (rs == CLI_READ_EOF) break;
+
+    const char *help = chunk == NULL ? help_request(line) : NULL;
+    if (help != NULL) {
+      cli_input_remember(line);
+      int base = lua_gettop(L);
+      lua_pushstring(L, help);
+      call_repl(L, repl_ref, "help_command", base);
+      lua_settop(L, base);
+      free(line);
+      continue;
+    }
+    if (chunk == NULL && line[strspn(line, " \t\r")] == '\0') {
+      free(line);
+      continue;
+    }
+    chunk = append_line(chunk, line);
+    free(line);
+    if (chunk == NULL) {
+      fprintf(stderr, "ember: out of memory reading input\n");
+      continue;
+    }
+
+    chunk_kind kind = compile(L, chunk);
+    if (kind == CHUNK_INCOMPLETE) continue;
+    cli_input_remember(chunk);
+    if (kind == CHUNK_ERROR) cli_report(L, NULL);
+    else run_chunk(L, repl_ref, chunk, kind);
     free(chunk);
     chunk = NULL;
-    if (status == 0) status = cli_pcall(L, 0, LUA_MULTRET);
-    if (status != 0) cli_report(L, status);
-    else print_results(L, base);
-    lua_settop(L, base);
   }
-  free(chunk);
-  fputs("\n", stdout);
+
+  /* Input ended inside a chunk (piped input): say why it did not run. */
+  if (chunk != NULL) {
+    int status = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
+    if (status != 0) cli_report(L, NULL);
+    else lua_pop(L, 1);
+    free(chunk);
+  }
+  cli_input_close();
+  if (repl_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, repl_ref);
 }
