@@ -57,7 +57,7 @@ FLOAT_HELPERS(f64, double)
   X(EM_TAN, tan, tan(x))                                                                      \
   X(EM_TANH, tanh, tanh(x))                                                                   \
   X(EM_SIGMOID, sigmoid, (T)1 / ((T)1 + exp(-x)))                                             \
-  X(EM_RELU, relu, (x > 0 || x != x) ? x : (T)0) /* NaN stays NaN */                          \
+  X(EM_RELU, relu, x < 0 ? (T)0 : x) /* NaN and -0 stay, as in PyTorch (clamp_min) */          \
   X(EM_GELU, gelu, (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440)))                  \
   X(EM_GELU_TANH, gelu_tanh,                                                                  \
     (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x))))    \
