@@ -1,18 +1,8 @@
 -- Timing helpers for the benchmarks: a monotonic clock, medians, and the PyTorch reference
 -- runner (Debian's python3-torch, measured in the same run at 1 and 2 threads).
-local ffi = require 'ffi'
-ffi.cdef [[
-  typedef struct { long tv_sec; long tv_nsec; } em_bench_timespec;
-  int clock_gettime(int clk, em_bench_timespec *ts);
-]]
-local ts = ffi.new('em_bench_timespec')
-
 local B = {}
 
-function B.now()
-  ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+B.now = ember.clock -- monotonic wall clock
 
 function B.median(t)
   local c = {}
