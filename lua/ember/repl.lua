@@ -277,7 +277,9 @@ local function suggestions(idx, name)
     local l = n:lower()
     local d = distance(q, l)
     local near = d <= math.max(1, math.floor((#q + 1) / 3))
-    if near or (#q >= 3 and l:sub(1, #q) == q) then scored[#scored + 1] = { n, near and d or #q } end
+    if near or (#q >= 3 and l:sub(1, #q) == q) then
+      scored[#scored + 1] = { n, near and d or #q }
+    end
   end
   table.sort(scored, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
   local out = {}
@@ -453,7 +455,8 @@ local function format_table(t, indent, depth, seen)
   end
   table.sort(keys, key_less)
   for _, k in ipairs(keys) do
-    local ks = is_name(k) and not keywords[k] and k or ('[' .. format_value(k, pad, depth + 1, seen) .. ']')
+    local ks = is_name(k) and not keywords[k] and k
+      or ('[' .. format_value(k, pad, depth + 1, seen) .. ']')
     push(ks .. ' = ' .. format_value(rawget(t, k), pad, depth + 1, seen))
   end
   if shown > M.max_items then items[#items + 1] = ('...(%d more)'):format(shown - M.max_items) end

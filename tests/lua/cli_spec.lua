@@ -128,7 +128,8 @@ print('after')
     end)
 
     it('reports error objects that are not strings', function()
-      local _, err, rc = ember("-e 'error(setmetatable({}, {__tostring = function() return \"custom!\" end}))'")
+      local _, err, rc =
+        ember("-e 'error(setmetatable({}, {__tostring = function() return \"custom!\" end}))'")
       assert.are.equal(1, rc)
       contains(err, 'custom!')
       local _, err2, rc2 = ember("-e 'error({})'")
@@ -191,7 +192,8 @@ print('after')
 
     it('-i runs the script, then the REPL on stdin', function()
       local script = write_file('setup.lua', 'answer = 21\nprint("setup ran", ...)\n')
-      local out, err, rc = ember('-i ' .. q(script) .. ' p', { stdin = 'answer * 2\nanswer + 1, "x"\n' })
+      local out, err, rc = ember('-i ' .. q(script) .. ' p',
+        { stdin = 'answer * 2\nanswer + 1, "x"\n' })
       assert.are.equal(0, rc, err)
       assert.are.equal('setup ran\tp\n42\n22\tx\n', out)
     end)

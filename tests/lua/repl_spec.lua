@@ -20,7 +20,8 @@ end
 describe('ember.repl.complete', function()
   -- Completion looks names up in an environment (the REPL's is _G); these tests give their own.
   local function env(extra)
-    local e = { ember = ember, string = string, ipairs = ipairs, print = print, _VERSION = _VERSION }
+    local e = { ember = ember, string = string, ipairs = ipairs, print = print,
+                _VERSION = _VERSION }
     for k, v in pairs(extra or {}) do e[k] = v end
     return e
   end
@@ -33,7 +34,9 @@ describe('ember.repl.complete', function()
     -- exactly the ember fields with that prefix (the reference: a plain scan of the table)
     local expected = {}
     for k in pairs(ember) do
-      if type(k) == 'string' and k:sub(1, 3) == 'zer' then expected[#expected + 1] = 'ember.' .. k end
+      if type(k) == 'string' and k:sub(1, 3) == 'zer' then
+        expected[#expected + 1] = 'ember.' .. k
+      end
     end
     assert.are.same(sorted_copy(expected), got)
     -- the globals are the default environment
@@ -59,7 +62,8 @@ describe('ember.repl.complete', function()
     for k, v in pairs(ember.Tensor) do
       local keyword = (k == 'repeat' or k == 'end' or k == 'function' or k == 'and' or k == 'or'
         or k == 'not' or k == 'in' or k == 'for' or k == 'while' or k == 'do' or k == 'if')
-      if type(k) == 'string' and k:match('^[%a][%w_]*$') and type(v) == 'function' and not keyword then
+      local name = type(k) == 'string' and k:match('^[%a][%w_]*$')
+      if name and type(v) == 'function' and not keyword then
         n = n + 1
       end
     end
@@ -209,8 +213,13 @@ Indexing text.
   it('help() prints, for names and for function values', function()
     local written = {}
     local real = io.stdout
-    local fake = { write = function(self, ...) for _, s in ipairs({ ... }) do written[#written + 1] = s end return self end,
-                   flush = function() end }
+    local fake = {
+      write = function(self, ...)
+        for _, str in ipairs({ ... }) do written[#written + 1] = str end
+        return self
+      end,
+      flush = function() end,
+    }
     local zap = function() end
     rawset(_G, 'ReplSpecFns', { zap = zap })
     local ok, err = pcall(function()
@@ -301,8 +310,8 @@ Session.__index = Session
 local function start(args, history)
   counter = counter + 1
   local s = setmetatable({ name = 'r' .. counter }, Session)
-  local cmd = ('env INPUTRC=/dev/null TERM=xterm EMBER_HISTORY=%s %s %s; echo "[exit $?]"; sleep 60')
-    :format(q(history or ''), q(BIN), args or '')
+  local cmd = ('env INPUTRC=/dev/null TERM=xterm EMBER_HISTORY=%s %s %s; '
+    .. 'echo "[exit $?]"; sleep 60'):format(q(history or ''), q(BIN), args or '')
   sh(tmux .. 'new-session -d -s ' .. s.name .. ' -x 200 -y 50 ' .. q(cmd))
   return s
 end
@@ -352,8 +361,7 @@ end
 
 -- Waits for an empty prompt at the bottom: the REPL is ready for a new line.
 function Session:wait_prompt()
-  return self:wait(function(s) return s:gsub('%s+$', ''):sub(-2) == '> ' or s:match('\n> *\n*$') end,
-    'a fresh prompt')
+  return self:wait(function(s) return s:match('\n> *\n*$') ~= nil end, 'a fresh prompt')
 end
 
 function Session:kill() sh(tmux .. 'kill-session -t ' .. self.name) end
@@ -474,7 +482,10 @@ describe('the REPL at a terminal', function()
     s:type("print('spin' .. 'ning'); spin()", true)
     s:wait_line('spinning')
     s:keys('C-c')
-    s:wait(function(sc) local _, n = sc:gsub('interrupted!', ''); return n >= 2 end, 'a second interruption')
+    s:wait(function(sc)
+      local _, n = sc:gsub('interrupted!', '')
+      return n >= 2
+    end, 'a second interruption')
     s:type('2 + 3', true)
     s:wait_line('5')
   end)
