@@ -1,0 +1,282 @@
+-- ember.data.loader: DataLoader, batches from a dataset (PyTorch's DataLoader, in Lua).
+--
+--   local loader = ember.data.DataLoader(ds, {batch_size = 64, shuffle = true, seed = 1,
+--                                              drop_last = false, num_workers = 2})
+--   for x, y in loader:iter() do ... end        -- #loader batches per epoch
+--
+-- Sample order. Without shuffle, samples come in order. With shuffle, epoch k's order is a
+-- permutation drawn from Ember's Philox generator keyed by the loader's seed at offset
+-- (k - 1) * 2^32: it depends on (seed, k) only, not on what else drew random numbers, so a
+-- resumed run sees exactly the batches the interrupted one would have. The global generator's
+-- state is saved and restored around the draw. Each iter() runs the next epoch; set_epoch(k),
+-- state() and load_state() choose where to resume, down to the batch.
+--
+-- Workers. LuaJIT has one Lua state, so workers are C threads (runtime/src/io/prefetch.c) that
+-- gather rows of tensors; they serve TensorDatasets (and subclasses that keep its get) on the
+-- CPU with the default collate. Other datasets load in the main thread; with num_workers > 0
+-- the loader says so once on stderr. Batches are the same either way.
+local ffi = require 'ffi'
+local core = require 'ember.core'
+local class = require 'ember.data.class'
+local dataset = require 'ember.data.dataset'
+local collate = require 'ember.data.collate'
+local random = require 'ember.random'
+local creation = require 'ember.creation'
+
+local C = core.C
+local TensorDataset = dataset.TensorDataset
+
+local DataLoader = class.class('DataLoader')
+
+-- Philox blocks set aside per epoch: randperm(n) draws n / 2 blocks, so up to 2^33 samples.
+local EPOCH_STRIDE = 2 ^ 32
+
+local function is_int(v) return type(v) == 'number' and v == math.floor(v) and v == v end
+
+local function check_count(fn, what, v, min, max)
+  if not is_int(v) or v < min or (max and v > max) then
+    error(('%s: expected %s to be an integer %s, got %s'):format(fn, what,
+      max and ('in %d..%d'):format(min, max) or ('>= ' .. min), tostring(v)), 4)
+  end
+  return v
+end
+
+local options = { batch_size = true, shuffle = true, drop_last = true, num_workers = true,
+  seed = true, collate = true, prefetch = true }
+
+function DataLoader:init(ds, opts)
+  if (type(ds) ~= 'table' and type(ds) ~= 'userdata') or type(ds.size) ~= 'function'
+      or type(ds.get) ~= 'function' then
+    error('DataLoader: expected a dataset with size() and get(i), got ' .. type(ds), 3)
+  end
+  if opts ~= nil and type(opts) ~= 'table' then
+    error('DataLoader: expected an options table, got ' .. type(opts), 3)
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not options[k] then error('DataLoader: unknown option ' .. tostring(k), 3) end
+  end
+  for _, k in ipairs({ 'shuffle', 'drop_last' }) do
+    if opts[k] ~= nil and type(opts[k]) ~= 'boolean' then
+      error(('DataLoader: expected %s to be a boolean, got %s'):format(k, type(opts[k])), 3)
+    end
+  end
+  if opts.collate ~= nil and type(opts.collate) ~= 'function' then
+    error('DataLoader: expected collate to be a function, got ' .. type(opts.collate), 3)
+  end
+  self.dataset = ds
+  self.batch_size = check_count('DataLoader', 'batch_size', opts.batch_size or 1, 1)
+  self.shuffle = opts.shuffle or false
+  self.drop_last = opts.drop_last or false
+  self.num_workers = check_count('DataLoader', 'num_workers', opts.num_workers or 0, 0, 64)
+  self.prefetch = check_count('DataLoader', 'prefetch', opts.prefetch or
+    math.max(2 * self.num_workers, 1), 1, 1024)
+  self.collate = opts.collate
+  if opts.seed ~= nil then
+    self.seed = check_count('DataLoader', 'seed', opts.seed, 0, 2 ^ 53)
+  elseif self.shuffle then
+    -- Drawn from the global generator, so manual_seed makes an unseeded loader reproducible.
+    self.seed = math.floor(random.rand(1, { dtype = 'float64' }):item() * 2 ^ 53)
+  else
+    self.seed = 0
+  end
+  self.epoch = 1
+  self.start_batch = 0
+end
+
+local function dataset_size(ds)
+  local n = ds:size()
+  if not is_int(n) or n < 0 then
+    error('DataLoader: dataset size() returned ' .. tostring(n) .. ', expected an integer >= 0', 3)
+  end
+  return n
+end
+
+local function num_batches(n, bs, drop_last)
+  if drop_last then return math.floor(n / bs) end
+  return math.ceil(n / bs)
+end
+
+function DataLoader:size()
+  return num_batches(dataset_size(self.dataset), self.batch_size, self.drop_last)
+end
+
+function DataLoader:__tostring()
+  return ('DataLoader(%d batches of %d, shuffle=%s, num_workers=%d)'):format(self:size(),
+    self.batch_size, tostring(self.shuffle), self.num_workers)
+end
+
+-- The epoch's sample order: an int64 tensor of n 1-based indices.
+function DataLoader:order(epoch, n)
+  epoch = epoch or self.epoch
+  n = n or dataset_size(self.dataset)
+  check_count('order', 'epoch', epoch, 1, 2 ^ 32)
+  if not self.shuffle then return creation.arange(1, n + 1, { dtype = 'int64' }) end
+  if n >= 2 ^ 33 then error('DataLoader: shuffle supports up to 2^33 samples', 2) end
+  local saved = random.get_rng_state()
+  random.set_rng_state({ seed = self.seed, offset = (epoch - 1) * EPOCH_STRIDE })
+  local ok, perm = pcall(random.randperm, n)
+  random.set_rng_state(saved)
+  if not ok then error(perm, 0) end
+  return perm
+end
+
+-- ---- resuming -------------------------------------------------------------------------------
+-- state() = {seed, epoch, batch}: the epoch in progress and the batches it has yielded, or the
+-- next epoch and 0 between epochs. load_state(s) makes the next iter() continue from there.
+function DataLoader:state()
+  local p = self._progress
+  if p then return { seed = self.seed, epoch = p.epoch, batch = p.batch } end
+  return { seed = self.seed, epoch = self.epoch, batch = self.start_batch }
+end
+
+function DataLoader:load_state(s)
+  if type(s) ~= 'table' then
+    error('load_state: expected a table {seed=, epoch=, batch=} from state(), got ' .. type(s), 2)
+  end
+  self:close()
+  self.seed = check_count('load_state', 'seed', s.seed, 0, 2 ^ 53)
+  self.epoch = check_count('load_state', 'epoch', s.epoch, 1, 2 ^ 32)
+  self.start_batch = check_count('load_state', 'batch', s.batch or 0, 0)
+  self._progress = nil
+end
+
+function DataLoader:set_epoch(epoch)
+  self:close()
+  self.epoch = check_count('set_epoch', 'epoch', epoch, 1, 2 ^ 32)
+  self.start_batch = 0
+  self._progress = nil
+end
+
+-- Ends the current iteration now: stops its workers and frees the batches they prepared.
+-- (Garbage collection does the same for an iteration abandoned with `break`.)
+function DataLoader:close()
+  local st = self._pf_state
+  if st and st.pf ~= nil then
+    local pf = st.pf
+    st.pf = nil
+    ffi.gc(pf, nil)
+    C.em_prefetcher_free(pf)
+  end
+  self._pf_state = nil
+end
+
+-- ---- iteration ------------------------------------------------------------------------------
+local function pack(...) return { n = select('#', ...), ... } end
+
+-- The tensors a worker may gather from, or nil when this loader must call get().
+local function worker_sources(self)
+  local ds = self.dataset
+  if self.collate ~= nil or not class.is_instance(ds, TensorDataset)
+      or ds.get ~= TensorDataset.get then
+    return nil
+  end
+  for _, t in ipairs(ds.tensors) do
+    if t.ptr.device_id ~= 0 then return nil end
+  end
+  return ds.tensors
+end
+
+local function prefetch_iter(self, sources, order, first, count, progress)
+  local k = #sources
+  local srcs = ffi.new('em_tensor*[?]', k)
+  for s = 1, k do srcs[s - 1] = sources[s].ptr end
+  local idx = (order:narrow(1, first, count) - 1):contiguous()
+  local ptr = count > 0 and ffi.cast('const int64_t *', idx:data_ptr()) or nil
+  local pf = C.em_prefetcher_new(k, srcs, count, ptr, self.batch_size, self.num_workers,
+    self.prefetch)
+  if pf == nil then core.raise(3) end
+  pf = ffi.gc(pf, C.em_prefetcher_free)
+  local st = { pf = pf }
+  self._pf_state = st
+  local out = ffi.new('em_tensor*[?]', k)
+  local loader = self
+  return function()
+    local p = st.pf
+    if p == nil then return nil end
+    local rc = C.em_prefetcher_next(p, out)
+    if rc <= 0 then
+      st.pf = nil
+      ffi.gc(p, nil)
+      C.em_prefetcher_free(p)
+      if rc < 0 then
+        loader._progress = nil
+        core.raise(2)
+      end
+      if loader._progress == progress then loader._progress = nil end
+      return nil
+    end
+    local r = {}
+    for s = 1, k do r[s] = core.own(out[s - 1]) end
+    progress.batch = progress.batch + 1
+    return unpack(r, 1, k)
+  end
+end
+
+local function generic_iter(self, order, first, last, progress)
+  local ds, bs, custom = self.dataset, self.batch_size, self.collate
+  local idx = order:totable()
+  local pos = first
+  local loader = self
+  local function load(lo, hi)
+    local samples, arity = {}, nil
+    for j = lo, hi do
+      local r = pack(ds:get(idx[j]))
+      if r.n == 0 or r[1] == nil then
+        error(('DataLoader: get(%d) returned no sample'):format(idx[j]), 0)
+      end
+      if arity == nil then
+        arity = r.n
+      elseif r.n ~= arity then
+        error(('DataLoader: get(%d) returned %d values, get(%d) returned %d'):format(idx[j], r.n,
+          idx[lo], arity), 0)
+      end
+      samples[#samples + 1] = arity == 1 and r[1] or r
+    end
+    if custom then return custom(samples) end
+    if arity == 1 then return collate.default(samples) end
+    return collate.tuples(samples, arity)
+  end
+  return function()
+    if pos > last then
+      if loader._progress == progress then loader._progress = nil end
+      return nil
+    end
+    local lo, hi = pos, math.min(pos + bs - 1, last)
+    pos = hi + 1
+    local r = pack(load(lo, hi))
+    progress.batch = progress.batch + 1
+    return unpack(r, 1, r.n)
+  end
+end
+
+-- for batch in loader:iter() do ... end, or for x, y in loader:iter() for tuple samples.
+-- Runs the next epoch (or resumes where load_state says); ends any earlier iteration.
+function DataLoader:iter()
+  self:close()
+  local n = dataset_size(self.dataset)
+  local bs = self.batch_size
+  local nb = num_batches(n, bs, self.drop_last)
+  local epoch, skip = self.epoch, self.start_batch
+  if skip > nb then
+    error(('DataLoader: cannot resume at batch %d of an epoch of %d batches'):format(skip, nb), 2)
+  end
+  local order = self:order(epoch, n)
+  self.epoch, self.start_batch = epoch + 1, 0
+  local progress = { epoch = epoch, batch = skip }
+  self._progress = progress
+  local used = self.drop_last and nb * bs or n
+  local first = skip * bs + 1
+  local sources = worker_sources(self)
+  if sources then
+    return prefetch_iter(self, sources, order, first, math.max(used - first + 1, 0), progress)
+  end
+  if self.num_workers > 0 and not self._warned then
+    self._warned = true
+    io.stderr:write(('ember.data: DataLoader workers gather TensorDatasets only; loading %s ' ..
+      'in the main thread\n'):format(tostring(self.dataset)))
+  end
+  return generic_iter(self, order, first, used, progress)
+end
+
+return { DataLoader = DataLoader }
