@@ -146,11 +146,36 @@ static char *word_break_hook(void) {
 
 static char *got_line;
 static int got;
-static volatile sig_atomic_t resized;
+static volatile sig_atomic_t resized, suspended;
 
 static void on_sigwinch(int sig) {
   (void)sig;
   resized = 1;
+}
+
+static void on_sigtstp(int sig) {
+  (void)sig;
+  suspended = 1;
+}
+
+/* Ctrl-Z at the prompt: give the terminal back in its normal mode, stop, and after `fg` take
+ * it again and redraw the line (what readline does when it owns the signals). */
+static void suspend(void) {
+  rl_cleanup_after_signal();
+  struct sigaction dfl, ours;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGTSTP, &dfl, &ours);
+  sigset_t tstp;
+  sigemptyset(&tstp);
+  sigaddset(&tstp, SIGTSTP);
+  raise(SIGTSTP);                         /* pending while blocked ... */
+  sigprocmask(SIG_UNBLOCK, &tstp, NULL);  /* ... the process stops here until SIGCONT */
+  sigprocmask(SIG_BLOCK, &tstp, NULL);
+  sigaction(SIGTSTP, &ours, NULL);
+  rl_reset_after_signal();
+  rl_forced_update_display();
 }
 
 static void on_line(char *line) {
@@ -178,7 +203,19 @@ static cli_read_status readline_read(const char *prompt, char **line) {
   sigemptyset(&block);
   sigaddset(&block, SIGINT);
   sigaddset(&block, SIGWINCH);
+  sigaddset(&block, SIGTSTP);
   sigprocmask(SIG_BLOCK, &block, &orig);
+  /* Ctrl-Z is ours only while reading (running code stops the usual way), and only when it
+   * was not ignored by whoever started us. */
+  struct sigaction tstp, old_tstp;
+  sigaction(SIGTSTP, NULL, &old_tstp);
+  int catch_tstp = old_tstp.sa_handler != SIG_IGN;
+  if (catch_tstp) {
+    memset(&tstp, 0, sizeof tstp);
+    tstp.sa_handler = on_sigtstp;
+    sigemptyset(&tstp.sa_mask);
+    sigaction(SIGTSTP, &tstp, NULL);
+  }
 
   fflush(stdout);
   got = 0;
@@ -192,6 +229,10 @@ static cli_read_status readline_read(const char *prompt, char **line) {
       status = CLI_READ_INTERRUPT;
       break;
     }
+    if (suspended) {
+      suspended = 0;
+      suspend();
+    }
     if (resized) {
       resized = 0;
       rl_resize_terminal();
@@ -199,7 +240,7 @@ static cli_read_status readline_read(const char *prompt, char **line) {
     fd_set fds;
     FD_ZERO(&fds);
     FD_SET(fd, &fds);
-    /* SIGINT and SIGWINCH can arrive only while pselect waits: no lost wake-up. */
+    /* SIGINT, SIGWINCH and SIGTSTP arrive only while pselect waits: no lost wake-up. */
     int r = pselect(fd + 1, &fds, NULL, NULL, NULL, &orig);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
@@ -209,6 +250,8 @@ static cli_read_status readline_read(const char *prompt, char **line) {
     }
     rl_callback_read_char();
   }
+  if (catch_tstp) sigaction(SIGTSTP, &old_tstp, NULL);
+  suspended = 0;
   sigprocmask(SIG_SETMASK, &orig, NULL);
   if (status != CLI_READ_LINE) return status;
   if (got_line == NULL) {

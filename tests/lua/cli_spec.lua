@@ -88,6 +88,13 @@ print('prog', arg[-1])
       assert.are.equal('10\nscript\t10\t-e\n', out)
     end)
 
+    it('skips a #! first line', function()
+      local script = write_file('shebang.lua', '#!/usr/bin/env ember\nprint("ran", ...)\n')
+      local out, err, rc = ember(q(script) .. ' z')
+      assert.are.equal(0, rc, err)
+      assert.are.equal('ran\tz\n', out)
+    end)
+
     it('reads the script from stdin with -', function()
       local out, err, rc = ember('- x y', { stdin = 'print("stdin script", ...)\n' })
       assert.are.equal(0, rc, err)

@@ -310,7 +310,7 @@ Session.__index = Session
 local function start(args, history)
   counter = counter + 1
   local s = setmetatable({ name = 'r' .. counter }, Session)
-  local cmd = ('env INPUTRC=/dev/null TERM=xterm EMBER_HISTORY=%s %s %s; '
+  local cmd = ('env -u EMBER_DEVICE INPUTRC=/dev/null TERM=xterm EMBER_HISTORY=%s %s %s; '
     .. 'echo "[exit $?]"; sleep 60'):format(q(history or ''), q(BIN), args or '')
   sh(tmux .. 'new-session -d -s ' .. s.name .. ' -x 200 -y 50 ' .. q(cmd))
   return s
@@ -529,6 +529,38 @@ describe('the REPL at a terminal', function()
     s:wait_text('keeps the last 1000 entries')
     s:type('?zerso', true)
     s:wait_text("no help for 'zerso'; did you mean zeros")
+  end)
+
+  it('suspends on Ctrl-Z at the prompt and comes back with fg', function()
+    if os.execute('command -v bash > /dev/null 2>&1') ~= 0 then
+      pending('needs bash for job control')
+      return
+    end
+    counter = counter + 1
+    s = setmetatable({ name = 'r' .. counter }, Session)
+    sh(tmux .. 'new-session -d -s ' .. s.name .. ' -x 200 -y 50 '
+      .. q('env -u EMBER_DEVICE PS1="sh$ " INPUTRC=/dev/null TERM=xterm bash --norc --noprofile -i'))
+    s:wait_text('sh$ ')
+    s:type('EMBER_HISTORY= ' .. q(BIN), true)
+    s:wait_prompt()
+    s:type('ember.ze')
+    s:wait_text('> ember.ze')
+    s:keys('C-z')
+    s:wait_text('Stopped')
+    s:type('fg', true)
+    -- back at the same line, with the terminal in readline's mode again: Tab completes, the
+    -- arrows edit
+    s:wait(function(sc) return sc:match('\n> ember%.ze *\n*$') ~= nil end, 'the line redrawn')
+    s:keys('Tab')
+    s:wait_text('> ember.zeros')
+    s:type('(5):numel()', true)
+    s:wait_line('5')
+    s:type('y = 8')
+    s:keys('Left', 'Left', 'Left', 'Left', 'Left')
+    s:type('x')
+    s:keys('Enter')
+    s:type('xy', true)
+    s:wait_line('8')
   end)
 
   it('exits on Ctrl-D', function()
