@@ -4,17 +4,36 @@ local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local C = core.C
 
-local M = { threshold = 1000, edgeitems = 3, precision = 4 }
+local M = { threshold = 1000, edgeitems = 3, precision = 4, linewidth = 80 }
 
-local function fmt_number(v, is_float, is_bool, int_like)
+-- One format for the whole tensor, as PyTorch: integers print as "3.", a wide range of
+-- magnitudes (or very large or small values) switches every element to scientific notation.
+local function choose_format(values, is_float)
+  if not is_float then return 'int' end
+  local int_like, max_abs, min_abs = true, 0, math.huge
+  for _, v in ipairs(values) do
+    if v == v and v ~= math.huge and v ~= -math.huge then
+      if v ~= math.floor(v) then int_like = false end
+      local a = math.abs(v)
+      if a > max_abs then max_abs = a end
+      if a > 0 and a < min_abs then min_abs = a end
+    end
+  end
+  if int_like then return max_abs >= 1e8 and 'sci' or 'intfloat' end
+  if max_abs >= 1e8 or min_abs < 1e-4 or (min_abs < math.huge and max_abs / min_abs > 1000) then
+    return 'sci'
+  end
+  return 'fixed'
+end
+
+local function fmt_number(v, format, is_bool)
   if is_bool then return v ~= 0 and 'true' or 'false' end
   if v ~= v then return 'nan' end
   if v == math.huge then return 'inf' end
   if v == -math.huge then return '-inf' end
-  if not is_float then return string.format('%d', v) end
-  if int_like then return string.format('%.0f.', v) end
-  local a = math.abs(v)
-  if a ~= 0 and (a >= 1e8 or a < 1e-4) then return string.format('%.' .. M.precision .. 'e', v) end
+  if format == 'int' then return string.format('%d', v) end
+  if format == 'intfloat' then return string.format('%.0f.', v) end
+  if format == 'sci' then return string.format('%.' .. M.precision .. 'e', v) end
   return string.format('%.' .. M.precision .. 'f', v)
 end
 
@@ -43,31 +62,19 @@ function M.format(x)
     end
     return list
   end
-  -- Every printed value is formatted first so that columns share one width.
-  local int_like = true
-  if is_float then
-    local function scan(d, base)
-      if d > ndim then
-        local v = data[base]
-        if v == v and v ~= math.huge and v ~= -math.huge and v ~= math.floor(v) then int_like = false end
-        return
-      end
-      for _, i in ipairs(shown(d)) do if i then scan(d + 1, base + i * strides[d]) end end
-    end
-    scan(1, 0)
+  -- Every printed value is seen first: the format and the column width are shared.
+  local values = {}
+  local function scan(d, base)
+    if d > ndim then values[#values + 1] = data[base]; return end
+    for _, i in ipairs(shown(d)) do if i then scan(d + 1, base + i * strides[d]) end end
   end
+  scan(1, 0)
+  local format = choose_format(values, is_float)
   local width = 0
-  local function measure(d, base)
-    if d > ndim then
-      width = math.max(width, #fmt_number(data[base], is_float, is_bool, int_like))
-      return
-    end
-    for _, i in ipairs(shown(d)) do if i then measure(d + 1, base + i * strides[d]) end end
-  end
-  measure(1, 0)
+  for _, v in ipairs(values) do width = math.max(width, #fmt_number(v, format, is_bool)) end
   local function render(d, base, indent)
     if d > ndim then
-      local s = fmt_number(data[base], is_float, is_bool, int_like)
+      local s = fmt_number(data[base], format, is_bool)
       return string.rep(' ', width - #s) .. s
     end
     local parts = {}
@@ -75,7 +82,16 @@ function M.format(x)
       if i then parts[#parts + 1] = render(d + 1, base + i * strides[d], indent .. ' ')
       else parts[#parts + 1] = '...' end
     end
-    if d == ndim then return '[' .. table.concat(parts, ', ') .. ']' end
+    if d == ndim then
+      -- rows longer than the line width wrap, continuing under the first element
+      local per_line = math.max(1, math.floor((M.linewidth - #indent - 2) / (width + 2)))
+      if #parts <= per_line then return '[' .. table.concat(parts, ', ') .. ']' end
+      local lines = {}
+      for k = 1, #parts, per_line do
+        lines[#lines + 1] = table.concat(parts, ', ', k, math.min(k + per_line - 1, #parts))
+      end
+      return '[' .. table.concat(lines, ',\n' .. indent .. ' ') .. ']'
+    end
     local sep = ',' .. string.rep('\n', ndim - d) .. indent .. ' '
     return '[' .. table.concat(parts, sep) .. ']'
   end

@@ -367,8 +367,27 @@ mt.__newindex = function(x, k, v)
     if set == nil then error('tensor: cannot set field ' .. k, 2) end
     return set(x, v)
   end
-  if is_tensor(k) and k.ptr.dtype_id == C.EM_BOOL and not is_tensor(v) then
-    check(C.em_masked_fill_(x.ptr, k.ptr, v))
+  if is_tensor(k) then
+    if k.ptr.dtype_id == C.EM_BOOL then -- x[mask] = number
+      if is_tensor(v) then
+        if v:numel() ~= 1 then
+          error('index: assigning a tensor through a bool mask is not supported; use ' ..
+            'ember.where(mask, values, x) or masked_fill with a number', 2)
+        end
+        v = v:item()
+      end
+      if type(v) == 'boolean' then v = v and 1 or 0 end
+      check(C.em_masked_fill_(x.ptr, k.ptr, v))
+      return
+    end
+    -- x[indices] = v: rows along the first dim (1-based indices, as index_select)
+    if is_tensor(v) then
+      local rows = {}
+      for d = 1, x.ptr.ndim do rows[d] = d == 1 and k:numel() or tonumber(x.ptr.sizes[d - 1]) end
+      methods.index_copy_(x, 1, k, v:expand(rows))
+    else
+      methods.index_fill_(x, 1, k, v)
+    end
     return
   end
   local view = index_view(x, k)

@@ -49,3 +49,28 @@ describe('add', function()
       'add: shapes [3,4] and [5] cannot broadcast')
   end)
 end)
+
+describe('assignment through index tensors', function()
+  it('fills and copies rows chosen by 1-based indices, and fills through a bool mask', function()
+    local x = ember.zeros(4, 2)
+    x[ember.tensor({ 1, 3 }, { dtype = 'int64' })] = 5
+    H.assert_close(x, { { 5, 5 }, { 0, 0 }, { 5, 5 }, { 0, 0 } })
+    x[ember.tensor({ 2 }, { dtype = 'int64' })] = ember.tensor({ 7, 8 })
+    H.assert_close(x, { { 5, 5 }, { 7, 8 }, { 5, 5 }, { 0, 0 } })
+    x[x:gt(6)] = -1
+    H.assert_close(x, { { 5, 5 }, { 7, -1 }, { 5, 5 }, { 0, 0 } })
+    H.assert_error(function() x[x:gt(0)] = ember.tensor({ 1, 2 }) end,
+      'assigning a tensor through a bool mask is not supported')
+  end)
+end)
+
+describe('printing', function()
+  it('shares one format per tensor and wraps long rows', function()
+    assert.are.equal('tensor([1.0000e+10, 1.0000e+00])', tostring(ember.tensor({ 1e10, 1 })))
+    assert.are.equal('tensor([1.0000e-03, 1.2500e+01])', tostring(ember.tensor({ 0.001, 12.5 })))
+    local s = tostring(ember.arange(30))
+    assert.is_truthy(s:find('\n', 1, true))
+    for line in s:gmatch('[^\n]+') do assert.is_true(#line <= 80) end
+    assert.is_truthy(tostring(ember.arange(2000)):find('...', 1, true))
+  end)
+end)
