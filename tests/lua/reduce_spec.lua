@@ -691,6 +691,72 @@ describe('softmax and log_softmax', function()
   end)
 end)
 
+describe('count_nonzero, nansum, nanmean', function()
+  local function with_nans(shape)
+    return H.nested(shape, function()
+      local r = H.random()
+      if r < 0.25 then return nan end
+      if r < 0.4 then return 0 end
+      return math.floor(H.uniform(-32, 33)) / 8
+    end)
+  end
+  local function no_nan(f)
+    return function(v)
+      local kept = {}
+      for _, x in ipairs(v) do if not isnan(x) then kept[#kept + 1] = x end end
+      return f(kept)
+    end
+  end
+  local function count(v)
+    local c = 0
+    for _, x in ipairs(v) do if x ~= 0 then c = c + 1 end end
+    return c
+  end
+
+  it('match the reference on every layout', function()
+    H.seed(37)
+    for _, dtype in ipairs({ 'float32', 'float64' }) do
+      for _, v in ipairs(layouts(with_nans, dtype)) do
+        local flat, shape = H.flatten(v[3]), H.shape_of(v[3])
+        for _, dim in ipairs({ false, 1, -1 }) do
+          local d = dim or nil
+          local what = v[1] .. ' dim=' .. tostring(d)
+          local c = v[2]:count_nonzero(d)
+          assert.are.equal('int64', c:dtype())
+          H.assert_close(c, ref_reduce(flat, shape, d, false, count), 0, 0, 'count_nonzero ' .. what)
+          for _, keepdim in ipairs({ false, true }) do
+            H.assert_close(v[2]:nansum(d, keepdim), ref_reduce(flat, shape, d, keepdim, no_nan(R.sum)),
+              1e-6, 1e-6, 'nansum ' .. what)
+            H.assert_close(v[2]:nanmean(d, keepdim), ref_reduce(flat, shape, d, keepdim, no_nan(R.mean)),
+              1e-6, 1e-6, 'nanmean ' .. what)
+          end
+        end
+      end
+    end
+  end)
+
+  it('handle integers, all-NaN lines and empty inputs', function()
+    local i = ember.tensor({ { 1, 0, 3 }, { 0, 0, 5 } }, { dtype = 'int32' })
+    H.assert_close(i:count_nonzero(1), { 1, 0, 2 }, 0, 0)
+    H.assert_close(i:nansum(2), { 4, 5 }, 0, 0)
+    assert.are.equal('int64', i:nansum():dtype())
+    local m = ember.tensor({ { nan, nan }, { 1, nan } }):nanmean(2)
+    assert.is_true(isnan(m[1]))
+    H.assert_close(m[2], 1)
+    H.assert_close(ember.zeros(0, 2):nansum(), 0)
+    assert.are.equal(0, ember.zeros(0, 2):count_nonzero():item())
+  end)
+
+  it('report bad arguments under their own names', function()
+    local x = ember.zeros(2, 3)
+    H.assert_error(function() x:count_nonzero(3) end, 'count_nonzero: dimension 3 out of range')
+    H.assert_error(function() x:nansum(0) end, 'nansum: dimensions are 1-based in Lua; got 0')
+    H.assert_error(function() x:nanmean(1, 'no') end, 'nanmean: expected keepdim to be a boolean')
+    H.assert_error(function() ember.zeros({ 2 }, { dtype = 'int32' }):nanmean() end,
+      'nanmean: expected a floating point tensor, got int32')
+  end)
+end)
+
 describe('large inputs (accuracy and threads)', function()
   local saved
   before_each(function()

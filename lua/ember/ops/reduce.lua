@@ -9,7 +9,7 @@
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
-local C, own, check, cdim = core.C, core.own, core.check, core.cdim
+local C, own, check = core.C, core.own, core.check
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
 local M = {}
@@ -20,13 +20,18 @@ end
 
 -- A Lua dim (1-based, or negative from the end) to C's, checked here so that messages speak
 -- of the dims the caller wrote. A 0-d tensor accepts 1 and -1, as PyTorch's accepts 0 and -1.
-local function to_cdim(fn, d, ndim)
-  local c = cdim(d, fn)
-  local n = ndim > 0 and ndim or 1
-  if c >= n or c < -n then
-    error(('%s: dimension %d out of range for a %d-d tensor'):format(fn, d, ndim), 4)
+-- level: the caller's stack level for error positions (default: two calls above here).
+local function to_cdim(fn, d, ndim, level)
+  level = level or 4
+  if type(d) ~= 'number' or d ~= math.floor(d) then
+    error(fn .. ': expected an integer dimension, got ' .. tostring(d), level)
   end
-  return c
+  if d == 0 then error(fn .. ': dimensions are 1-based in Lua; got 0', level) end
+  local n = ndim > 0 and ndim or 1
+  if d > n or d < -n then
+    error(('%s: dimension %d out of range for a %d-d tensor'):format(fn, d, ndim), level)
+  end
+  return d > 0 and d - 1 or d
 end
 
 -- dim: nil (every dim), a number, or a table of numbers. Returns the count and an int[8].
@@ -186,7 +191,7 @@ local function max_min(name, cfun, op, elementwise)
       error(name .. ': expected a dimension or a tensor, got ' .. type(dim), 2)
     end
     local slots = core.out_slots
-    check(cfun(x.ptr, to_cdim(name, dim, x.ptr.ndim), keep(name, keepdim), slots, slots + 1))
+    check(cfun(x.ptr, to_cdim(name, dim, x.ptr.ndim, 3), keep(name, keepdim), slots, slots + 1))
     local values, indices = core.take_out(0), core.take_out(1)
     return values, one_based(indices)
   end
@@ -200,7 +205,7 @@ M.max, M.min = methods.max, methods.min
 local function arg(name, cfun)
   return function(x, dim, keepdim)
     need_tensor(name, x)
-    local d = dim == nil and C.EM_ALL_DIMS or to_cdim(name, dim, x.ptr.ndim)
+    local d = dim == nil and C.EM_ALL_DIMS or to_cdim(name, dim, x.ptr.ndim, 3)
     local k = keep(name, keepdim)
     return one_based(own(cfun(x.ptr, d, k), cfun, x.ptr, d, k))
   end
@@ -225,6 +230,43 @@ methods.softmax = along('softmax', C.em_softmax)
 methods.log_softmax = along('log_softmax', C.em_log_softmax)
 M.cumsum, M.cumprod = methods.cumsum, methods.cumprod
 M.softmax, M.log_softmax = methods.softmax, methods.log_softmax
+
+-- ---- compositions -----------------------------------------------------------------------------
+-- Built from the ops above and pointwise ones (so autograd follows them). Dims are checked
+-- first, so that errors name the op called.
+
+-- x:count_nonzero([dim]): int64 counts of nonzero elements (NaN counts). No keepdim, as in
+-- PyTorch.
+function methods.count_nonzero(x, dim)
+  need_tensor('count_nonzero', x)
+  parse_dims('count_nonzero', x, dim)
+  return methods.sum(x:ne(0), dim)
+end
+M.count_nonzero = methods.count_nonzero
+
+-- x:nansum([dim] [, keepdim]): the sum with NaN counted as 0.
+function methods.nansum(x, dim, keepdim)
+  need_tensor('nansum', x)
+  parse_dims('nansum', x, dim)
+  keep('nansum', keepdim)
+  if not methods.is_floating_point(x) then return methods.sum(x, dim, keepdim) end
+  return methods.sum(x:masked_fill(x:isnan(), 0), dim, keepdim)
+end
+M.nansum = methods.nansum
+
+-- x:nanmean([dim] [, keepdim]): the mean of the non-NaN elements (NaN when there are none).
+function methods.nanmean(x, dim, keepdim)
+  need_tensor('nanmean', x)
+  if not methods.is_floating_point(x) then
+    error('nanmean: expected a floating point tensor, got ' .. x:dtype(), 2)
+  end
+  parse_dims('nanmean', x, dim)
+  keep('nanmean', keepdim)
+  local nan = x:isnan()
+  local count = methods.sum(nan:logical_not(), dim, keepdim)
+  return methods.sum(x:masked_fill(nan, 0), dim, keepdim):div(count)
+end
+M.nanmean = methods.nanmean
 
 -- Torch7 spellings.
 methods.logsoftmax = methods.log_softmax

@@ -97,7 +97,7 @@ void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint3
 
 void em_red_plan_narrow(em_red_plan *p, int64_t min_groups) {
   int64_t kn = p->ksize[p->nk - 1];
-  if (kn == 0) {
+  if (p->nout == 0) { /* an empty kept dim, maybe not the innermost */
     p->nchunks = 1;
     p->ngroups = 0;
     return;
