@@ -6,10 +6,11 @@
  * ember.repl.complete(text before the cursor) returns the full words, so the rules (globals,
  * table fields along __index chains, tensor methods) live in one readable place.
  *
- * Readline runs through its callback interface under pselect(), with SIGINT blocked except
- * inside pselect. A Ctrl-C at the prompt therefore always lands in pselect, where interrupt.c's
- * handler sets a flag and we drop the line at once (as Python's REPL does). Readline's own
- * signal handlers stay off (rl_catch_signals = 0), so it never fights ours.
+ * Readline runs through its callback interface under pselect(), with SIGINT, SIGWINCH and
+ * SIGTSTP blocked except inside pselect. A Ctrl-C at the prompt therefore always lands in
+ * pselect, where interrupt.c's handler sets a flag and we drop the line at once (as Python's
+ * REPL does); a Ctrl-Z gives the terminal back before stopping. Readline's own signal handlers
+ * stay off (rl_catch_signals = 0), so they never fight ours.
  *
  * Otherwise (piped input, or a build without readline) lines are read with getline(), with a
  * prompt only when stdin is a terminal, so piped output carries no prompts or escape codes.

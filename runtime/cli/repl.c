@@ -150,60 +150,89 @@ static char *append_line(char *chunk, const char *line) {
   return joined;
 }
 
+/* The loop's state: the chunk read so far (NULL at the primary prompt). */
+typedef struct repl {
+  lua_State *L;
+  int ref; /* ember.repl in the registry, or LUA_NOREF */
+  char *chunk;
+} repl;
+
+/* Takes one line as if typed: a `?` request, or one more line of the chunk, which runs once it
+ * is complete. */
+static void feed(repl *r, const char *line) {
+  lua_State *L = r->L;
+  const char *help = r->chunk == NULL ? help_request(line) : NULL;
+  if (help != NULL) {
+    cli_input_remember(line);
+    int base = lua_gettop(L);
+    lua_pushstring(L, help);
+    call_repl(L, r->ref, "help_command", base);
+    lua_settop(L, base);
+    return;
+  }
+  if (r->chunk == NULL && line[strspn(line, " \t\r")] == '\0') return;
+  r->chunk = append_line(r->chunk, line);
+  if (r->chunk == NULL) {
+    fprintf(stderr, "ember: out of memory reading input\n");
+    return;
+  }
+  chunk_kind kind = compile(L, r->chunk);
+  if (kind == CHUNK_INCOMPLETE) return;
+  cli_input_remember(r->chunk);
+  if (kind == CHUNK_ERROR) cli_report(L, NULL);
+  else run_chunk(L, r->ref, r->chunk, kind);
+  free(r->chunk);
+  r->chunk = NULL;
+}
+
+/* Several lines at once (a paste, or a multi-line entry recalled from the history). Whole, if
+ * they compile as one chunk: its locals then stay in scope from line to line, as in the script
+ * they were copied from. Otherwise line by line, as if typed, so that "x = 1" followed by
+ * "x + 1" prints 2. */
+static void feed_block(repl *r, char *block) {
+  if (r->chunk == NULL && help_request(block) == NULL) {
+    chunk_kind kind = compile(r->L, block);
+    if (kind == CHUNK_EXPR || kind == CHUNK_STMT) {
+      cli_input_remember(block);
+      run_chunk(r->L, r->ref, block, kind);
+      return;
+    }
+    if (kind == CHUNK_ERROR) lua_pop(r->L, 1);
+  }
+  for (char *line = block, *next; line != NULL; line = next) {
+    next = strchr(line, '\n');
+    if (next != NULL) *next++ = '\0';
+    feed(r, line);
+  }
+}
+
 void cli_repl(lua_State *L) {
-  int repl_ref = load_repl_module(L);
-  cli_input_open(L, repl_ref);
-  if (cli_input_interactive()) show_banner(L, repl_ref);
+  repl r = {L, load_repl_module(L), NULL};
+  cli_input_open(L, r.ref);
+  if (cli_input_interactive()) show_banner(L, r.ref);
   cli_prompt_signals_on();
 
-  char *chunk = NULL;
   for (;;) {
     char *line;
-    cli_read_status rs = cli_read_line(chunk ? ">> " : "> ", &line);
+    cli_read_status rs = cli_read_line(r.chunk ? ">> " : "> ", &line);
     if (rs == CLI_READ_INTERRUPT) {
-      free(chunk);
-      chunk = NULL;
+      free(r.chunk);
+      r.chunk = NULL;
       continue;
     }
     if (rs == CLI_READ_EOF) break;
-
-    const char *help = chunk == NULL ? help_request(line) : NULL;
-    if (help != NULL) {
-      cli_input_remember(line);
-      int base = lua_gettop(L);
-      lua_pushstring(L, help);
-      call_repl(L, repl_ref, "help_command", base);
-      lua_settop(L, base);
-      free(line);
-      continue;
-    }
-    if (chunk == NULL && line[strspn(line, " \t\r")] == '\0') {
-      free(line);
-      continue;
-    }
-    chunk = append_line(chunk, line);
+    if (strchr(line, '\n') != NULL) feed_block(&r, line);
+    else feed(&r, line);
     free(line);
-    if (chunk == NULL) {
-      fprintf(stderr, "ember: out of memory reading input\n");
-      continue;
-    }
-
-    chunk_kind kind = compile(L, chunk);
-    if (kind == CHUNK_INCOMPLETE) continue;
-    cli_input_remember(chunk);
-    if (kind == CHUNK_ERROR) cli_report(L, NULL);
-    else run_chunk(L, repl_ref, chunk, kind);
-    free(chunk);
-    chunk = NULL;
   }
 
   /* Input ended inside a chunk (piped input): say why it did not run. */
-  if (chunk != NULL) {
-    int status = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
+  if (r.chunk != NULL) {
+    int status = luaL_loadbuffer(L, r.chunk, strlen(r.chunk), "=stdin");
     if (status != 0) cli_report(L, NULL);
     else lua_pop(L, 1);
-    free(chunk);
+    free(r.chunk);
   }
   cli_input_close();
-  if (repl_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, repl_ref);
+  if (r.ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, r.ref);
 }

@@ -329,6 +329,13 @@ function Session:type(text, enter)
   if enter then self:keys('Enter') end
 end
 
+-- Pastes text as a terminal does (bracketed paste): readline takes the line breaks into the
+-- line, and Enter then submits the whole block.
+function Session:paste(text)
+  sh(tmux .. 'set-buffer -b paste ' .. q(text))
+  sh(tmux .. 'paste-buffer -p -d -b paste -t ' .. self.name)
+end
+
 function Session:screen()
   return sh(tmux .. 'capture-pane -p -J -S -1000 -t ' .. self.name)
 end
@@ -425,6 +432,28 @@ describe('the REPL at a terminal', function()
     s:type('end', true)
     s:type('sq(12)', true)
     s:wait_line('144')
+  end)
+
+  it('runs a pasted block whole (locals stay in scope), else line by line', function()
+    s = start()
+    s:wait_prompt()
+    s:paste('local a = 20\nprint(a + 1)')
+    s:wait_text('> local a = 20\nprint(a + 1)')
+    s:keys('Enter')
+    s:wait_line('21')
+    s:paste('x = 1\nx + 1\nfunction g()\n  return 5\nend\ng() * 2')
+    s:wait_text('g() * 2')
+    s:keys('Enter')
+    local screen = s:wait_line('10')
+    local after = lines_after(screen, 'g() * 2')
+    assert.are.same({ '2', '10' }, { after[1], after[2] })
+    s:paste('function h()\n  return 6')
+    s:wait_text('  return 6')
+    s:keys('Enter')
+    s:wait_text('>> ')
+    s:type('end', true)
+    s:type('h()', true)
+    s:wait_line('6')
   end)
 
   it('completes ember.zer and x:resh with Tab', function()
@@ -539,7 +568,8 @@ describe('the REPL at a terminal', function()
     counter = counter + 1
     s = setmetatable({ name = 'r' .. counter }, Session)
     sh(tmux .. 'new-session -d -s ' .. s.name .. ' -x 200 -y 50 '
-      .. q('env -u EMBER_DEVICE PS1="sh$ " INPUTRC=/dev/null TERM=xterm bash --norc --noprofile -i'))
+      .. q('env -u EMBER_DEVICE PS1="sh$ " INPUTRC=/dev/null TERM=xterm '
+        .. 'bash --norc --noprofile -i'))
     s:wait_text('sh$ ')
     s:type('EMBER_HISTORY= ' .. q(BIN), true)
     s:wait_prompt()
@@ -604,6 +634,18 @@ describe('the REPL at a terminal', function()
     s:keys('C-d')
     s:wait_text('[exit 0]')
     os.remove(hist)
+  end)
+
+  it('goes on without history when the file cannot be written', function()
+    s = start('', '/nonexistent_dir_for_ember_tests/history')
+    s:wait_prompt()
+    s:type('1 + 1', true)
+    s:wait_text('ember: cannot write the history file /nonexistent_dir_for_ember_tests/history')
+    s:wait_line('2')
+    s:type('2 + 2', true)
+    s:wait_line('4')
+    local _, warnings = s:screen():gsub('cannot write the history file', '')
+    assert.are.equal(1, warnings)
   end)
 
   it('interrupts a script with Ctrl-C: message, traceback, status 1', function()
