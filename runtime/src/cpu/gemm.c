@@ -292,12 +292,14 @@ static bool fold_batch(const em_tensor *a, const em_tensor *b, int64_t *rows, in
 static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                      double beta) {
   int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
-  em_tensor fa = *a;
+  em_tensor folded;
   int64_t rows, rs;
   if (fold_batch(a, b, &rows, &rs)) {
-    fa.sizes[0] = 1;
-    fa.sizes[1] = rows;
-    fa.strides[1] = rs;
+    folded = *a;
+    folded.sizes[0] = 1;
+    folded.sizes[1] = rows;
+    folded.strides[1] = rs;
+    a = &folded;
     B = 1;
     M = rows;
   }
@@ -308,7 +310,7 @@ static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
                alpha, beta};
   em_tensor *keep_a = NULL, *keep_b = NULL;
   int rc = -1;
-  if (operand(&fa, &p.a, &keep_a) != 0 || operand(b, &p.b, &keep_b) != 0) goto done;
+  if (operand(a, &p.a, &keep_a) != 0 || operand(b, &p.b, &keep_b) != 0) goto done;
   for (int64_t t = 0; t < B; t++) blas_one(&p, t);
   rc = 0;
 done:
