@@ -1,0 +1,88 @@
+-- ember.optim.adam: Adam and AdamW, exactly as torch.optim.Adam / AdamW (single-tensor form).
+--   g = grad (negated when maximize); Adam: g = g + weight_decay * p;
+--   AdamW instead decays the parameter: p = p * (1 - lr * weight_decay)
+--   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
+--   amsgrad: vmax = max(vmax, v), used in place of v below
+--   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+local O = require 'ember.optim.optimizer'
+local creation = require 'ember.creation'
+
+local function check_beta(fn, betas, i)
+  local b = betas[i]
+  if type(b) ~= 'number' or not (b >= 0 and b < 1) then
+    error(('%s: invalid beta parameter at index %d: %s (expected a number in [0, 1))'):format(fn,
+      i, tostring(b)), 0)
+  end
+end
+
+local function validate(fn, o)
+  O.check_nonneg(fn, 'lr', o.lr, 'learning rate')
+  O.check_nonneg(fn, 'eps', o.eps, 'epsilon value')
+  if type(o.betas) ~= 'table' or #o.betas ~= 2 then
+    error(('%s: expected betas to be a table of two numbers, got %s'):format(fn,
+      tostring(o.betas)), 0)
+  end
+  check_beta(fn, o.betas, 1)
+  check_beta(fn, o.betas, 2)
+  O.check_nonneg(fn, 'weight_decay', o.weight_decay, 'weight decay')
+  O.check_boolean(fn, 'amsgrad', o.amsgrad)
+  O.check_boolean(fn, 'maximize', o.maximize)
+end
+
+-- decoupled: AdamW's weight decay on the parameter rather than on the gradient.
+local function make_update(decoupled)
+  return function(group, p, g, state)
+    local lr, wd, eps = group.lr, group.weight_decay, group.eps
+    local beta1, beta2 = group.betas[1], group.betas[2]
+    local m, v = state.exp_avg, state.exp_avg_sq
+    if m == nil then
+      state.step = 0
+      m = creation.zeros_like(p)
+      v = creation.zeros_like(p)
+      state.exp_avg, state.exp_avg_sq = m, v
+      if group.amsgrad then state.max_exp_avg_sq = creation.zeros_like(p) end
+    end
+    if group.amsgrad and state.max_exp_avg_sq == nil then
+      state.max_exp_avg_sq = creation.zeros_like(p) -- amsgrad switched on after some steps
+    end
+    local step = state.step + 1
+    state.step = step
+    if group.maximize then g = -g end
+    if wd ~= 0 then
+      if decoupled then p:mul_(1 - lr * wd) else g = g:add(p, wd) end
+    end
+    m:mul_(beta1):add_(g, 1 - beta1)
+    v:mul_(beta2):addcmul_(g, g, 1 - beta2)
+    local bias_correction1 = 1 - beta1 ^ step
+    local bias_correction2_sqrt = math.sqrt(1 - beta2 ^ step)
+    local denom
+    if group.amsgrad then
+      local vmax = state.max_exp_avg_sq
+      vmax:maximum_(v)
+      denom = vmax:sqrt()
+    else
+      denom = v:sqrt()
+    end
+    denom:div_(bias_correction2_sqrt):add_(eps)
+    p:addcdiv_(m, denom, -lr / bias_correction1)
+  end
+end
+
+local order = { 'lr', 'betas', 'eps', 'weight_decay', 'amsgrad', 'maximize' }
+
+return {
+  Adam = O.class('Adam', {
+    defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0,
+      amsgrad = false, maximize = false },
+    order = order,
+    validate = validate,
+    update = make_update(false),
+  }),
+  AdamW = O.class('AdamW', {
+    defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2,
+      amsgrad = false, maximize = false },
+    order = order,
+    validate = validate,
+    update = make_update(true),
+  }),
+}
