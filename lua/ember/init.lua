@@ -53,17 +53,6 @@ function ember.set_num_threads(n)
 end
 function ember.get_num_threads() return C.em_get_num_threads() end
 
--- Seconds on a monotonic wall clock (os.clock counts CPU time of every thread).
-ffi.cdef [[
-  typedef struct { long tv_sec; long tv_nsec; } em_lua_timespec;
-  int clock_gettime(int clk, em_lua_timespec *ts);
-]]
-local timespec = ffi.new('em_lua_timespec')
-function ember.clock()
-  ffi.C.clock_gettime(1, timespec) -- CLOCK_MONOTONIC
-  return tonumber(timespec.tv_sec) + tonumber(timespec.tv_nsec) * 1e-9
-end
-
 function ember.set_default_dtype(d) core.default_dtype = core.dtype_id(d, 'set_default_dtype') end
 function ember.get_default_dtype() return core.dtype_names[core.default_dtype] end
 function ember.set_default_device(d) core.check(C.em_set_default_device(core.device_id(d))) end
@@ -71,11 +60,5 @@ function ember.get_default_device() return core.device_name(C.em_default_device(
 
 -- help('zeros') / help(ember.zeros): the reference entry from docs/ (as the REPL's ?zeros).
 ember.help = require('ember.repl').help
-
--- Data loading (ember.data) and checkpoints (ember.save / ember.load, safetensors files).
-ember.data = require 'ember.data'
-ember.serialize = require 'ember.serialize'
-ember.save = ember.serialize.save
-ember.load = ember.serialize.load
 
 return ember
