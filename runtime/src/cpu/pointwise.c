@@ -8,6 +8,7 @@
  * division by zero, negative integer power) into a message. 16-bit floats run the float32 loop
  * on chunks converted on the stack: no allocation per call.
  */
+#include <stdlib.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -77,16 +78,22 @@ static void stream_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
 }
 
 /* Outputs from this many bytes on are streamed: half the last-level cache, where a result
- * would no longer stay cached for the next op anyway. */
+ * would no longer stay cached for the next op anyway. EMBER_STREAM_BYTES overrides it (like
+ * glibc's non-temporal threshold tunable): for tuning, and for tests on any machine. */
 static int64_t stream_threshold(void) {
   static int64_t cached = 0;
   int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (t == 0) {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (llc <= 0) llc = 8L << 20;
-    t = (int64_t)llc / 2;
-    if (t < (1 << 20)) t = 1 << 20;
+    const char *env = getenv("EMBER_STREAM_BYTES");
+    if (env != NULL && atoll(env) > 0) {
+      t = atoll(env);
+    } else {
+      long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+      if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+      if (llc <= 0) llc = 8L << 20;
+      t = (int64_t)llc / 2;
+      if (t < (1 << 20)) t = 1 << 20;
+    }
     __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
   }
   return t;
