@@ -349,6 +349,27 @@ describe('matmul', function()
     check_product(ember.mv, a, rand({ 30 }), 1e-5, 1e-4, 'mv unfold')
   end)
 
+  it('reads negative strides (as_strided views)', function()
+    H.seed(25)
+    local core = require 'ember.core'
+    local function strided(base, sizes, strides, offset)
+      local n = #sizes
+      local sz, st = ffi.new('int64_t[?]', n, sizes), ffi.new('int64_t[?]', n, strides)
+      return core.own(ember.C.em_as_strided(base.ptr, n, sz, st, offset))
+    end
+    for _, dtype in ipairs({ 'float32', 'float64', 'int64' }) do
+      local base = rand({ 200 }, dtype)
+      -- batch reversed, rows reversed, columns reversed: every stride negative somewhere
+      local a = strided(base, { 3, 4, 5 }, { -20, 5, 1 }, 40)
+      local b = strided(base, { 3, 5, 6 }, { 30, -6, -1 }, 100 + 29)
+      check_product(ember.bmm, a, b, tol[dtype][1], tol[dtype][2], dtype .. ' negative strides')
+      local big = strided(base, { 12, 15 }, { -15, 1 }, 165)
+      local v = strided(base, { 15 }, { -2 }, 199)
+      check_product(ember.mv, big, v, tol[dtype][1], tol[dtype][2], dtype .. ' mv negative')
+      check_product(ember.matmul, big, big:t(), tol[dtype][1], tol[dtype][2], dtype .. ' mm negative')
+    end
+  end)
+
   it('runs many small matrices in a batch', function()
     H.seed(23)
     check_product(ember.bmm, rand({ 64, 6, 5 }), rand({ 64, 5, 7 }), 1e-5, 1e-5, 'many small')
@@ -453,6 +474,20 @@ describe('addmm and baddbmm', function()
           end
         end
       end
+    end
+  end)
+
+  it('adds c in float16 and bfloat16 too', function()
+    H.seed(44)
+    for _, dtype in ipairs({ 'float16', 'bfloat16' }) do
+      local o = { dtype = dtype }
+      local a = ember.tensor(values(6, 9, dtype), o)
+      local b = ember.tensor(values(9, 4, dtype), o)
+      local c = ember.tensor(values(6, 4, dtype), o)
+      local ev, es = addmm_ref(c, a, b, 0.5, -2)
+      local r = ember.addmm(c, a, b, { beta = 0.5, alpha = -2 })
+      assert.are.equal(dtype, r:dtype())
+      check(r, ev, es, tol[dtype][1], 4 * tol[dtype][2], dtype)
     end
   end)
 

@@ -31,10 +31,6 @@
  * 0.16 us). A 1 x 10 @ 10 x 10 product is ~0.12 us through sgemm but ~0.03 us through sgemv,
  * as fast as the loop, so vector shapes (M == 1 or N == 1) go to gemv/dot instead. */
 enum { TINY_WORK = 64 };
-/* Batches run one matrix after another, each call free to use BLAS's threads. Running small
- * matrices one per OpenMP thread with BLAS at one thread was measured and rejected: OpenBLAS
- * 0.3.21 (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8] bmm went
- * from 0.1 ms to 2.8 ms. */
 /* OpenBLAS threads gemv from about 100 x 100 up, yet on the build machine two threads were
  * slower than one at every size up to 2048 x 2048 (128 x 128: 3.4 us against 0.8 us): waking
  * a thread costs ~3 us and gemv is bound by memory bandwidth, which the cores share. Below
@@ -223,8 +219,8 @@ static void gemv_b(const product *p, const char *a, const char *b, char *o) {
 /* out[t] for one batch index t. */
 static void blas_one(const product *p, int64_t t) {
   size_t es = p->f64 ? 8 : 4;
-  const char *a = p->a.base + (size_t)(t * p->a.batch) * es;
-  const char *b = p->b.base + (size_t)(t * p->b.batch) * es;
+  const char *a = p->a.base + t * p->a.batch * (int64_t)es; /* batch strides may be < 0 */
+  const char *b = p->b.base + t * p->b.batch * (int64_t)es;
   char *o = p->out + (size_t)t * (size_t)p->M * (size_t)p->N * es;
   int M = p->M, N = p->N, K = p->K;
   const mat *ma = &p->a, *mb = &p->b;
@@ -311,6 +307,10 @@ static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
   em_tensor *keep_a = NULL, *keep_b = NULL;
   int rc = -1;
   if (operand(a, &p.a, &keep_a) != 0 || operand(b, &p.b, &keep_b) != 0) goto done;
+  /* One matrix after another, each call free to use BLAS's threads. Running small matrices
+   * one per OpenMP thread with BLAS at one thread was measured and rejected: OpenBLAS 0.3.21
+   * (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8] bmm went from
+   * 0.1 ms to 2.8 ms. */
   for (int64_t t = 0; t < B; t++) blas_one(&p, t);
   rc = 0;
 done:
