@@ -213,10 +213,10 @@ static em_tensor *product(const char *fn, const em_tensor *a, const em_tensor *b
   }
   em_release(cb);
   cb = NULL;
-  if (em_numel(out) == 0) return out;
-
-  int rc;
-  if (nbatch == 0) {
+  int rc = 0;
+  if (em_numel(out) == 0) {
+    /* nothing to compute; still recorded below, so gradients flow (as empty tensors) */
+  } else if (nbatch == 0) {
     /* one matrix each (the common case): straight to the slot */
     em_tensor o3, a3, b3;
     view_into(&o3, out, 3, (int64_t[]){1, M, N}, (int64_t[]){M * N, N, 1}, out->offset);
