@@ -356,6 +356,26 @@ function Session:wait_text(text)
   return self:wait(function(s) return s:find(text, 1, true) ~= nil end, ('%q'):format(text))
 end
 
+-- Waits until text is on the screen n times.
+function Session:wait_count(text, n)
+  return self:wait(function(s)
+    local count, at = 0, 1
+    while true do
+      local i = s:find(text, at, true)
+      if not i then break end
+      count, at = count + 1, i + #text
+    end
+    return count >= n
+  end, ('%d times %q'):format(n, text))
+end
+
+-- Ctrl-C, then waits until the REPL has shown it took it (the n-th "^C" on the screen): the
+-- terminal drops input typed before the interrupt is handled, so nothing may be typed sooner.
+function Session:interrupt_prompt(n)
+  self:keys('C-c')
+  self:wait_count('^C', n or 1)
+end
+
 -- Waits for a line that is exactly `line` (trailing spaces aside).
 function Session:wait_line(line)
   return self:wait(function(s)
@@ -524,13 +544,12 @@ describe('the REPL at a terminal', function()
     s:wait_prompt()
     s:type('1 + ')
     s:wait_text('> 1 +')
-    s:keys('C-c')
-    s:wait_text('^C')
+    s:interrupt_prompt(1)
     s:type('2 * 2', true)
     s:wait_line('4')
     s:type('function broken(', true)
     s:wait_text('>> ')
-    s:keys('C-c')
+    s:interrupt_prompt(2)
     s:type('7 * 6', true)
     local screen = s:wait_line('42')
     assert.is_nil(screen:find('expected', 1, true), screen)
@@ -609,7 +628,7 @@ describe('the REPL at a terminal', function()
     s:wait_prompt()
     s:keys('Up')
     s:wait_text('> old_entry_1100 = 1100')
-    s:keys('C-c')
+    s:interrupt_prompt(1)
     s:type('hist_marker = 123', true)
     s:wait_prompt()
     s:type('function mf()', true)
