@@ -9,8 +9,9 @@
 --                      entry, "__ember_types__", a JSON object {"optim.lr": "number", ...};
 --   int64/uint64 cdata stored as decimal text, types "int64" / "uint64";
 --   empty tables       recorded in __ember_types__ as "table", so they come back too.
--- On load, the dotted keys rebuild the nesting, and every key made of digits (without a leading
--- zero) becomes a number, so saved arrays come back as arrays. Files from other tools load the
+-- On load, the dotted keys rebuild the nesting, and every key that is an integer written
+-- plainly ("0", "12", not "012") becomes a number: saved arrays come back as arrays, and a
+-- PyTorch "layers.0.weight" is t.layers[0].weight. Files from other tools load the
 -- same way; their metadata values are strings.
 local ffi = require 'ffi'
 local core = require 'ember.core'
@@ -153,10 +154,10 @@ local function key_text(k, path)
     end
     return k
   end
-  if type(k) == 'number' and k >= 1 and k == math.floor(k) and k < 2 ^ 53 then
+  if type(k) == 'number' and k >= 0 and k == math.floor(k) and k < 2 ^ 53 then
     return ('%d'):format(k)
   end
-  error(("save: key %s at '%s' is not a string or a positive integer"):format(tostring(k), path), 0)
+  error(("save: key %s at '%s' is not a string or an integer >= 0"):format(tostring(k), path), 0)
 end
 
 local function flatten(obj, prefix, out, seen)
@@ -252,7 +253,7 @@ end
 local function split(key)
   local parts = {}
   for part in (key .. '.'):gmatch('([^.]*)%.') do
-    if part:match('^[1-9]%d*$') and #part < 16 then part = tonumber(part) end
+    if (part == '0' or part:match('^[1-9]%d*$')) and #part < 16 then part = tonumber(part) end
     parts[#parts + 1] = part
   end
   return parts
@@ -323,8 +324,9 @@ local function read_file(path, opts)
   ffi.gc(f, nil)
   C.em_safetensors_close(f)
   for k, s in pairs(meta) do
-    local kind = types[k]
-    entries[#entries + 1] = { k, kind and typed_value(s, kind, k, path) or s }
+    local kind, v = types[k], s
+    if kind then v = typed_value(s, kind, k, path) end
+    entries[#entries + 1] = { k, v }
   end
   for k, kind in pairs(types) do
     if kind == 'table' then entries[#entries + 1] = { k, {} } end

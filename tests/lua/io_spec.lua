@@ -416,7 +416,7 @@ describe('read_npy / write_npy', function()
       if not have_numpy then pending('/usr/bin/python3 with numpy is not available') return end
       local dir = tmp('')
       assert(os.execute('mkdir -p ' .. dir) == 0)
-      python([[
+      python([==[
 import sys, numpy as np
 d = sys.argv[1]
 a = np.arange(24).reshape(2, 3, 4)
@@ -432,7 +432,7 @@ for ver in (2, 3):
         np.lib.format.write_array(f, vals['i4'].astype('<i4'), version=(ver, 0))
 np.save(d + '/scalar.npy', np.float64(3.25))
 np.save(d + '/empty.npy', np.zeros((0, 5), np.float32))
-]], dir)
+]==], dir)
       local codes = { f4 = 1, f8 = 2, f2 = 3, i1 = 4, u1 = 5, i2 = 6, i4 = 7, i8 = 8, b1 = 9 }
       for code, k in pairs(codes) do
         local d = npy_dtypes[k]
@@ -465,7 +465,7 @@ np.save(d + '/empty.npy', np.zeros((0, 5), np.float32))
         data.write_npy(dir .. '/' .. d[1] .. '.npy', x)
         data.write_npy(dir .. '/' .. d[1] .. '_t.npy', x:transpose(1, 3))
       end
-      local out = python([[
+      local out = python([==[
 import sys, numpy as np
 d = sys.argv[1]
 a = np.arange(24).reshape(2, 3, 4)
@@ -479,7 +479,7 @@ for name, v in vals.items():
     t = np.load('%s/%s_t.npy' % (d, name))
     assert t.shape == (4, 3, 2) and (t == v.transpose(2, 1, 0)).all(), name
 print('checked', len(vals))
-]], dir)
+]==], dir)
       assert.are.equal('checked 9\n', out)
       os.execute('rm -rf ' .. dir)
     end)
