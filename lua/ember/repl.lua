@@ -9,6 +9,13 @@
 -- ember through package.loaded, lazily.
 local M = {}
 
+-- The REPL must keep working when the user redefines globals (select = nil, type = ...).
+local select, tostring, type, pairs, ipairs, next, pcall = select, tostring, type, pairs,
+  ipairs, next, pcall
+local getmetatable, rawget, rawequal = getmetatable, rawget, rawequal
+local string, table, math, io, package, debug = string, table, math, io, package, debug
+local _G = _G
+
 local function ember() return package.loaded.ember end
 
 local function is_tensor(v)

@@ -55,9 +55,11 @@ static chunk_kind compile(lua_State *L, const char *chunk) {
   const char *body = chunk[0] == '=' ? chunk + 1 : chunk;
   int status = load_wrapped(L, "return ", body, "");
   if (status == 0) {
-    /* Run it as "return select(1, <expr>\n)": the same values, but the expression's last call
-     * is not a tail call, so an error raised there still names stdin:line. */
-    if (load_wrapped(L, "return select(1, ", body, "\n)") == 0) lua_remove(L, -2);
+    /* Run it as "return (function(...) return ... end)(<expr>\n)": the same values, but the
+     * expression's last call is not a tail call, so an error raised there still names
+     * stdin:line. (No global is involved: the user may have redefined any of them.) */
+    if (load_wrapped(L, "return (function(...) return ... end)(", body, "\n)") == 0)
+      lua_remove(L, -2);
     else lua_pop(L, 1);
     return CHUNK_EXPR;
   }

@@ -311,6 +311,19 @@ print('after')
       contains(err, "stdin:1: unexpected symbol near '='")
     end)
 
+    it('keeps working when the user redefines the standard globals', function()
+      local out, err, rc = ember('', { stdin = table.concat({
+        'select, tostring, type, pairs, next, print, string = nil, nil, nil, nil, nil, nil, nil',
+        '1, {2, a = "b"}',
+        '?zerso',
+        '',
+      }, '\n') })
+      assert.are.equal(0, rc, err)
+      assert.are.equal('', err)
+      contains(out, '1\t{2, a = "b"}\n')
+      contains(out, "no help for 'zerso'")
+    end)
+
     it('names the line of an error raised by the expression itself', function()
       local _, err = ember('', { stdin = 'error("direct")\n' })
       contains(err, 'stdin:1: direct')
