@@ -112,6 +112,13 @@ function M.complete(text, env)
     local v = resolve(head, env)
     if v == nil then return {}, '' end
     each_field(v, function(k, val) offer(k, val, head .. sep) end)
+    -- ember's __index (a function) makes every tensor method an ember function too
+    -- (ember.reshape(x, 4) is x:reshape(4)): offered when ember's own fields give nothing, so
+    -- that ember.zer still completes to ember.zeros and not to the in-place zero_.
+    local E = ember()
+    if #out == 0 and E ~= nil and rawequal(v, E) and type(E.Tensor) == 'table' then
+      for k, m in pairs(E.Tensor) do offer(k, m, head .. sep) end
+    end
   end
   table.sort(out)
   local append = (#out == 1 and head == nil and keywords[out[1]]) and ' ' or ''
@@ -129,14 +136,16 @@ local function docs_dir()
   return here .. '/../../docs'
 end
 
--- The *.md files of a folder, sorted: through libc's glob (no subprocess), else `ls`.
+-- The *.md files of a folder, sorted: through libc's glob (no subprocess), else `ls`. The
+-- functions get private names (asm labels), so another module may declare glob its own way.
 local glob_ready = pcall(require('ffi').cdef, [[
 typedef struct ember_repl_glob {
   size_t gl_pathc; char **gl_pathv; size_t gl_offs; int gl_flags;
   void *gl_closedir, *gl_readdir, *gl_opendir, *gl_lstat, *gl_stat;
 } ember_repl_glob;
-int glob(const char *pattern, int flags, void *errfunc, ember_repl_glob *pglob);
-void globfree(ember_repl_glob *pglob);
+int ember_repl_glob_files(const char *pattern, int flags, void *errfunc, ember_repl_glob *g)
+  __asm__("glob");
+void ember_repl_globfree(ember_repl_glob *g) __asm__("globfree");
 ]])
 
 local function markdown_files(dir)
@@ -144,10 +153,10 @@ local function markdown_files(dir)
   if glob_ready then
     local ffi = require 'ffi'
     local g = ffi.new('ember_repl_glob')
-    if ffi.C.glob(dir .. '/*.md', 0, nil, g) == 0 then
+    if ffi.C.ember_repl_glob_files(dir .. '/*.md', 0, nil, g) == 0 then
       for i = 0, tonumber(g.gl_pathc) - 1 do files[#files + 1] = ffi.string(g.gl_pathv[i]) end
     end
-    ffi.C.globfree(g)
+    ffi.C.ember_repl_globfree(g)
   else
     local p = io.popen("ls -1 '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
     if p then

@@ -46,6 +46,16 @@ describe('ember.repl.complete', function()
     assert.are.same({ 'ReplSpecGlobal.alpha' }, from_globals)
   end)
 
+  it('offers tensor methods as ember functions when ember has no field of that name', function()
+    local got = repl.complete('ember.resha', env())
+    assert.are.same({ 'ember.reshape', 'ember.reshape_as' }, got)
+    for _, w in ipairs(got) do assert.are.equal('function', type(ember[w:sub(7)])) end
+    -- ember's own fields first: zero_ is a tensor method, and not offered next to zeros
+    for _, w in ipairs(repl.complete('ember.zer', env())) do
+      assert.are.equal('ember.zeros', w:sub(1, 11))
+    end
+  end)
+
   it('looks only at the word before the cursor', function()
     local got = repl.complete('local y = ember.ar', env())
     assert.is_true(#got >= 1)
