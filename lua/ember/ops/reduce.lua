@@ -154,7 +154,9 @@ function methods.norm(x, p, dim, keepdim)
   if p == nil then p = 2 end
   if type(p) == 'string' then
     local v = named_orders[p]
-    if v == nil then error("norm: unsupported order '" .. p .. "' (use a number, 'fro' or 'inf')", 2) end
+    if v == nil then
+      error("norm: unsupported order '" .. p .. "' (use a number, 'fro' or 'inf')", 2)
+    end
     p = v
   elseif type(p) ~= 'number' then
     error('norm: expected p to be a number, got ' .. type(p), 2)

@@ -115,8 +115,9 @@ void em_red_plan_narrow(em_red_plan *p, int64_t min_groups) {
 
 void *em_red_scratch(const char *fn, int nt, size_t bytes) {
   void *s = malloc((size_t)nt * bytes);
-  if (s == NULL) em_error_kind_set(EM_ERR_OOM, "%s: out of memory on cpu (%zu bytes of scratch)", fn,
-                                   (size_t)nt * bytes);
+  if (s == NULL)
+    em_error_kind_set(EM_ERR_OOM, "%s: out of memory on cpu (%zu bytes of scratch)", fn,
+                      (size_t)nt * bytes);
   return s;
 }
 
@@ -207,7 +208,8 @@ void em_red_walk_rows(const em_red_plan *p, const char *xb, char *ob, int64_t b,
     reduced_offsets(p, coord, &xo, &oo);
     int64_t run = p->rsize[in] - coord[in];
     if (run > e - pos) run = e - pos;
-    for (int64_t i = 0; i < run; i++) fn(ctx, xb + xo + i * p->rx[in], ob + oo + i * p->ro[in], pos + i);
+    for (int64_t i = 0; i < run; i++)
+      fn(ctx, xb + xo + i * p->rx[in], ob + oo + i * p->ro[in], pos + i);
     pos += run;
     coord[in] += run;
     carry(p, coord);
@@ -229,9 +231,36 @@ double em_red_tile_sum(const double *t, int n) {
 /* Eight branch-free lanes (`v > m ? v : m` compiles to maxsd, which skips a NaN v; a branchy
  * NaN-aware chain mispredicts on random data), then the vectorized sum detects NaN: it is NaN
  * only if the tile holds a NaN, or both infinities (the rescan then finds none). */
-#define TILE_EXTREME(NAME, CMP, JOIN)                                                           double NAME(const double *t, int n, double init) {                                              double l[8];                                                                                  int i = 0;                                                                                    for (int q = 0; q < 8; q++) l[q] = init;                                                      for (; i + 8 <= n; i += 8)                                                                      for (int q = 0; q < 8; q++) l[q] = t[i + q] CMP l[q] ? t[i + q] : l[q];                     for (; i < n; i++) l[0] = JOIN(l[0], t[i]);                                                   for (int q = 1; q < 8; q++) l[0] = JOIN(l[0], l[q]);                                          double check = em_red_tile_sum(t, n);                                                         if (check != check)                                                                             for (i = 0; i < n; i++)                                                                         if (t[i] != t[i]) return t[i];                                                            return l[0];                                                                                }
-TILE_EXTREME(em_red_tile_max, >, em_red_max)
-TILE_EXTREME(em_red_tile_min, <, em_red_min)
+static double rescan_nan(const double *t, int n, double found) {
+  /* the lanes' sum is NaN: a NaN, or both infinities (then there is none) */
+  for (int i = 0; i < n; i++)
+    if (t[i] != t[i]) return t[i];
+  return found;
+}
+
+double em_red_tile_max(const double *t, int n, double init) {
+  double l[8];
+  int i = 0;
+  for (int q = 0; q < 8; q++) l[q] = init;
+  for (; i + 8 <= n; i += 8)
+    for (int q = 0; q < 8; q++) l[q] = t[i + q] > l[q] ? t[i + q] : l[q];
+  for (; i < n; i++) l[0] = em_red_max(l[0], t[i]);
+  for (int q = 1; q < 8; q++) l[0] = em_red_max(l[0], l[q]);
+  double check = em_red_tile_sum(t, n);
+  return check != check ? rescan_nan(t, n, l[0]) : l[0];
+}
+
+double em_red_tile_min(const double *t, int n, double init) {
+  double l[8];
+  int i = 0;
+  for (int q = 0; q < 8; q++) l[q] = init;
+  for (; i + 8 <= n; i += 8)
+    for (int q = 0; q < 8; q++) l[q] = t[i + q] < l[q] ? t[i + q] : l[q];
+  for (; i < n; i++) l[0] = em_red_min(l[0], t[i]);
+  for (int q = 1; q < 8; q++) l[0] = em_red_min(l[0], l[q]);
+  double check = em_red_tile_sum(t, n);
+  return check != check ? rescan_nan(t, n, l[0]) : l[0];
+}
 
 /* ---- tile loads and stores ----------------------------------------------------------------- */
 

@@ -265,8 +265,8 @@ static int max_min_dim(const char *fn, int is_max, const em_tensor *x, int dim, 
   em_tensor *v, *i;
   uint32_t mask;
   if (arg_along(fn, is_max, x, dim, &v, &i, &mask) != 0) return -1;
-  if (em_ag_should_record(1, &x) &&
-      em_ag_record_max_dim(v, i, x, x->ndim > 0 ? __builtin_ctz(mask | (1u << 31)) : 0, is_max) != 0) {
+  int d = x->ndim > 0 ? __builtin_ctz(mask | (1u << 31)) : 0; /* the wrapped dim */
+  if (em_ag_should_record(1, &x) && em_ag_record_max_dim(v, i, x, d, is_max) != 0) {
     em_release(v);
     em_release(i);
     return -1;
@@ -293,7 +293,8 @@ int em_min_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values,
 /* The index into the flattened tensor: x is viewed (or copied, when no view can) as 1-D. */
 static em_tensor *arg_flat(const char *fn, int is_max, const em_tensor *x, int keepdim) {
   int64_t n = em_numel(x);
-  if (n == 0) return em_error_null("%s: cannot reduce over an empty tensor (it has 0 elements)", fn);
+  if (n == 0)
+    return em_error_null("%s: cannot reduce over an empty tensor (it has 0 elements)", fn);
   em_tensor *flat = em_reshape(x, 1, &n);
   if (flat == NULL) {
     em_error_prefix(fn);
