@@ -392,6 +392,33 @@ describe('DataLoader', function()
   end)
 end)
 
+describe('DataLoader workers out of memory', function()
+  it('rebuild a failed batch after collecting garbage, or raise the error', function()
+    local src = ember.arange(64 * 1024):view(64, 1024) -- 4 KiB rows, 64 KiB batches
+    local ds = data.TensorDataset(src)
+    ember.memory.collect()
+    ember.memory.set_limit('cpu', ember.memory.stats('cpu').allocated + 150000)
+    local ok, err = pcall(function()
+      -- batches dropped as they come: failed ones are rebuilt, and every batch is right
+      local loader = data.DataLoader(ds, { batch_size = 16, num_workers = 2 })
+      local b = 0
+      for x in loader:iter() do
+        b = b + 1
+        assert(x:select(1, 1):select(1, 1):item() == (b - 1) * 16 * 1024, 'batch ' .. b)
+        x = nil
+        collectgarbage()
+      end
+      assert(b == 4)
+      -- batches kept: the memory is really gone, and the error reaches Lua
+      local held = {}
+      for x in loader:iter() do held[#held + 1] = x end
+    end)
+    ember.memory.set_limit('cpu', 0)
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find('out of memory on cpu', 1, true), err)
+  end)
+end)
+
 describe('the C prefetcher', function()
   it('checks its sources and indices', function()
     local a, b = ember.zeros(4, 2), ember.zeros(5)

@@ -243,6 +243,8 @@ describe('read_idx', function()
       H.assert_error(function() data.read_idx('/nonexistent/x.idx') end,
         'idx: cannot open /nonexistent/x.idx: No such file or directory')
       H.assert_error(function() data.read_idx('/tmp') end, 'idx: cannot open /tmp: it is a directory')
+      H.assert_error(function() data.read_idx('/dev/zero') end, 'idx: cannot open /dev/zero: it is not a regular file')
+      H.assert_error(function() data.read_csv('/dev/zero') end, 'csv: cannot open /dev/zero: it is not a regular file')
       H.assert_error(function() data.read_idx(42) end, 'read_idx: expected a file path, got number')
     end)
   end)

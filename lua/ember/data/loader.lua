@@ -178,36 +178,55 @@ local function worker_sources(self)
 end
 
 local function prefetch_iter(self, sources, order, first, count, progress)
-  local k = #sources
+  local k, bs = #sources, self.batch_size
   local srcs = ffi.new('em_tensor*[?]', k)
   for s = 1, k do srcs[s - 1] = sources[s].ptr end
-  local idx = (order:narrow(1, first, count) - 1):contiguous()
+  local sel = order:narrow(1, first, count)
+  local idx = (sel - 1):contiguous()
   local ptr = count > 0 and ffi.cast('const int64_t *', idx:data_ptr()) or nil
-  local pf = C.em_prefetcher_new(k, srcs, count, ptr, self.batch_size, self.num_workers,
-    self.prefetch)
+  local pf = C.em_prefetcher_new(k, srcs, count, ptr, bs, self.num_workers, self.prefetch)
   if pf == nil then core.raise(3) end
   pf = ffi.gc(pf, C.em_prefetcher_free)
   local st = { pf = pf }
   self._pf_state = st
   local out = ffi.new('em_tensor*[?]', k)
-  local loader = self
+  local loader, taken = self, 0
+  -- A worker that ran out of memory (a limit, or garbage batches Lua has not collected yet)
+  -- fails its batch; that batch is gathered again here, on this thread, after a collection.
+  local function rebuild()
+    core.collect()
+    local len = math.min(bs, count - taken * bs)
+    local one = C.em_prefetcher_new(k, srcs, len, ptr + taken * bs, len, 0, 1)
+    local rc = one ~= nil and C.em_prefetcher_next(one, out) or -1
+    local msg = rc ~= 1 and ffi.string(C.em_last_error())
+    C.em_prefetcher_free(one)
+    if rc ~= 1 then error(msg, 0) end
+    local r = {}
+    for s = 1, k do r[s] = core.own(out[s - 1]) end
+    local _ = idx -- ptr points into idx: keep it alive as long as this iterator
+    return r
+  end
   return function()
     local p = st.pf
     if p == nil then return nil end
     local rc = C.em_prefetcher_next(p, out)
-    if rc <= 0 then
+    local r
+    if rc == 1 then
+      r = {}
+      for s = 1, k do r[s] = core.own(out[s - 1]) end
+    elseif rc < 0 and C.em_last_error_kind() == C.EM_ERR_OOM then
+      local ok, res = pcall(rebuild)
+      if not ok then loader:close(); error(res, 2) end
+      r = res
+    else
       st.pf = nil
       ffi.gc(p, nil)
       C.em_prefetcher_free(p)
-      if rc < 0 then
-        loader._progress = nil
-        core.raise(2)
-      end
       if loader._progress == progress then loader._progress = nil end
+      if rc < 0 then core.raise(2) end
       return nil
     end
-    local r = {}
-    for s = 1, k do r[s] = core.own(out[s - 1]) end
+    taken = taken + 1
     progress.batch = progress.batch + 1
     return unpack(r, 1, k)
   end

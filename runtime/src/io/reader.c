@@ -35,6 +35,12 @@ int em_reader_open(em_reader *r, const char *fn, const char *path) {
     close(fd);
     return em_error("%s: cannot open %s: it is a directory", fn, path);
   }
+  /* Sizes are checked against the file's size, which only regular files have (a device such as
+   * /dev/zero would otherwise be read forever). */
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return em_error("%s: cannot open %s: it is not a regular file", fn, path);
+  }
   r->file_size = (int64_t)st.st_size;
   gzFile gz = gzdopen(fd, "rb");
   if (gz == NULL) {
