@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   cmake build-essential pkg-config
   luajit libluajit-5.1-dev lua-busted
-  libopenblas-dev libreadline-dev zlib1g-dev
+  libopenblas-dev libopenblas-openmp-dev libreadline-dev zlib1g-dev
   libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-validationlayers
   dataset-fashion-mnist
   tmux

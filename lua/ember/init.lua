@@ -53,6 +53,19 @@ function ember.set_num_threads(n)
 end
 function ember.get_num_threads() return C.em_get_num_threads() end
 
+-- Seconds on a monotonic wall clock (os.clock counts CPU time of every thread). Declared with
+-- pcall and called through void *: another module may have declared clock_gettime first.
+pcall(ffi.cdef, [[
+  struct em_lua_timespec { int64_t sec; int64_t nsec; };
+  int clock_gettime(int clk, struct em_lua_timespec *ts);
+]])
+local timespec = ffi.new('struct em_lua_timespec')
+local timespec_ptr = ffi.cast('void *', timespec)
+function ember.clock()
+  ffi.C.clock_gettime(1, timespec_ptr) -- CLOCK_MONOTONIC
+  return tonumber(timespec.sec) + tonumber(timespec.nsec) * 1e-9
+end
+
 function ember.set_default_dtype(d) core.default_dtype = core.dtype_id(d, 'set_default_dtype') end
 function ember.get_default_dtype() return core.dtype_names[core.default_dtype] end
 function ember.set_default_device(d) core.check(C.em_set_default_device(core.device_id(d))) end
@@ -60,5 +73,11 @@ function ember.get_default_device() return core.device_name(C.em_default_device(
 
 -- help('zeros') / help(ember.zeros): the reference entry from docs/ (as the REPL's ?zeros).
 ember.help = require('ember.repl').help
+
+-- Data loading (ember.data) and checkpoints (ember.save / ember.load, safetensors files).
+ember.data = require 'ember.data'
+ember.serialize = require 'ember.serialize'
+ember.save = ember.serialize.save
+ember.load = ember.serialize.load
 
 return ember

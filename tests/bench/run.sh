@@ -8,3 +8,4 @@ echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo 
 "./$BUILD/bench_matmul"
 "./$BUILD/ember" tests/bench/overhead.lua
 "./$BUILD/ember" tests/bench/elementwise.lua
+"./$BUILD/ember" tests/bench/training.lua
