@@ -1,5 +1,5 @@
--- Plain-Lua references for reduce_spec.lua: every reduction, scan and softmax computed with
--- loops over flat row-major tables, in double. Nothing here calls Ember.
+-- Plain-Lua references for reduce_spec.lua and reduce_dim_spec.lua: every reduction, scan and
+-- softmax computed with loops over flat row-major tables, in double. Nothing here calls Ember.
 local H = require 'tests.lua.helpers'
 
 local nan, inf = 0 / 0, math.huge
@@ -167,8 +167,16 @@ function R.argmin(v)
   end
   return bi
 end
-function R.cumsum(v) local r, s = {}, 0; for i, x in ipairs(v) do s = s + x; r[i] = s end; return r end
-function R.cumprod(v) local r, s = {}, 1; for i, x in ipairs(v) do s = s * x; r[i] = s end; return r end
+function R.cumsum(v)
+  local r, s = {}, 0
+  for i, x in ipairs(v) do s = s + x; r[i] = s end
+  return r
+end
+function R.cumprod(v)
+  local r, s = {}, 1
+  for i, x in ipairs(v) do s = s * x; r[i] = s end
+  return r
+end
 function R.softmax(v)
   local m = R.amax(v)
   local s, r = 0, {}
