@@ -102,6 +102,16 @@ struct em_backend {
   /* Stable sort along dim; indices int64. */
   int (*sort)(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
               int descending);
+
+  /* ---- optimizer steps (ops/optim.c; the formulas are in ember.h and docs/api/optim.md) ----
+   * In place over same-shaped tensors of one floating dtype: grad may have any strides
+   * (stride 0 too); the written tensors have no stride-0 dims and share no memory (grad may be
+   * exactly param). Never called for zero-size tensors. momentum_buffer and max_exp_avg_sq may
+   * be NULL. */
+  int (*sgd_step)(em_tensor *param, const em_tensor *grad, em_tensor *momentum_buffer,
+                  const em_sgd_options *o);
+  int (*adam_step)(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
+                   em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
 };
 
 extern const em_backend em_cpu_backend;

@@ -134,41 +134,82 @@ local function describe_opts(o)
   return table.concat(parts, ' ')
 end
 
+-- SGD and Adam(W) run fused C steps where the device has them; both forms are checked.
+local Opt = require 'ember.optim.optimizer'
+local function with_fused(flag, f)
+  return function()
+    local saved = Opt.use_fused
+    Opt.use_fused = flag
+    local ok, err = pcall(f)
+    Opt.use_fused = saved
+    if not ok then error(err, 0) end
+  end
+end
+
 describe('optimizers follow the reference update rules', function()
-  for _, name in ipairs(NAMES) do
-    for _, o in ipairs(CASES[name]) do
-      it(name .. ' ' .. describe_opts(o), function()
-        local steps = 5
-        local expected = ref_run(name, o, steps)
-        local ps = make_params('float64')
-        local opt = optim[name](ps, o)
-        for s = 1, steps do
-          opt:zero_grad()
+  for _, fused in ipairs({ true, false }) do
+    local form = fused and '' or ' (composed ops)'
+    for _, name in ipairs(NAMES) do
+      for _, o in ipairs(CASES[name]) do
+        it(name .. ' ' .. describe_opts(o) .. form, with_fused(fused, function()
+          local steps = 5
+          local expected = ref_run(name, o, steps)
+          local ps = make_params('float64')
+          local opt = optim[name](ps, o)
+          for s = 1, steps do
+            opt:zero_grad()
+            set_grads(ps)
+            opt:step()
+            assert_traj(ps, expected[s], 1e-10, ('step %d'):format(s))
+          end
+          assert.is_nil(ps[5].grad)
+          assert.are.same({ 1, 2 }, ps[5]:totable()) -- no gradient: untouched
+          assert.is_true(ps[2]:stride(1) == 1)        -- updated in place, layout kept
+        end))
+      end
+    end
+
+    it('updates float32 parameters' .. form, with_fused(fused, function()
+      for _, name in ipairs(NAMES) do
+        for _, o in ipairs(CASES[name]) do
+          local expected = ref_run(name, o, 3)
+          local ps = make_params('float32')
+          local opt = optim[name](ps, o)
+          for s = 1, 3 do
+            set_grads(ps)
+            opt:step()
+            assert_traj(ps, expected[s], 2e-5, name .. ' float32 step ' .. s)
+          end
+          assert.are.equal('float32', ps[1]:dtype())
+        end
+      end
+    end))
+
+    it('updates bfloat16 and float16 parameters' .. form, with_fused(fused, function()
+      for _, dtype in ipairs({ 'bfloat16', 'float16' }) do
+        for _, name in ipairs(NAMES) do
+          local o = CASES[name][2]
+          local ps = make_params(dtype)
+          local opt = optim[name](ps, o)
+          -- the reference starts from the values rounded to dtype, as the parameters hold them
+          local start = {}
+          for i = 1, #ps do start[i] = flat(ps[i]) end
+          local vals, st = {}, {}
+          for i = 1, #ps - 1 do
+            vals[i] = { unpack(start[i]) }
+            st[i] = {}
+            R[name](o, vals[i], grad_values(i, vals[i]), st[i])
+          end
           set_grads(ps)
           opt:step()
-          assert_traj(ps, expected[s], 1e-10, ('step %d'):format(s))
+          local tol = dtype == 'bfloat16' and 2e-2 or 2e-3
+          for i = 1, #ps - 1 do
+            H.assert_close(flat(ps[i]), vals[i], tol, tol, name .. ' ' .. dtype .. ' param ' .. i)
+          end
         end
-        assert.is_nil(ps[5].grad)
-        assert.are.same({ 1, 2 }, ps[5]:totable()) -- no gradient: untouched
-        assert.is_true(ps[2]:stride(1) == 1)        -- updated in place, layout kept
-      end)
-    end
-  end
-
-  it('updates float32 parameters', function()
-    for _, name in ipairs(NAMES) do
-      local o = CASES[name][2]
-      local expected = ref_run(name, o, 3)
-      local ps = make_params('float32')
-      local opt = optim[name](ps, o)
-      for s = 1, 3 do
-        set_grads(ps)
-        opt:step()
-        assert_traj(ps, expected[s], 2e-5, name .. ' float32 step ' .. s)
       end
-      assert.are.equal('float32', ps[1]:dtype())
-    end
-  end)
+    end))
+  end
 
   it('uses per-group options, defaults filling the rest', function()
     local ps = make_params('float64')
@@ -248,6 +289,73 @@ describe('optimizers follow the reference update rules', function()
     H.assert_error(function() opt:add_param_group({ params = { ps[1] } }) end, 'more than once')
     H.assert_error(function() opt:add_param_group({ params = { ps[3] }, lr = -1 }) end,
       'invalid learning rate')
+  end)
+end)
+
+describe('fused steps through the C API', function()
+  local C = ember.C
+  local ffi = require 'ffi'
+  local function sgd_opts(t)
+    local o = ffi.new('em_sgd_options')
+    o.lr = 0.5
+    for k, v in pairs(t or {}) do o[k] = v end
+    return o
+  end
+  local function adam_opts(t)
+    local o = ffi.new('em_adam_options')
+    o.lr, o.beta1, o.beta2, o.eps, o.step = 0.1, 0.9, 0.999, 1e-8, 1
+    for k, v in pairs(t or {}) do o[k] = v end
+    return o
+  end
+  local function last_error() return ffi.string(C.em_last_error()) end
+  local function expect_fail(rc, pattern)
+    assert.are.equal(-1, rc)
+    local msg = last_error()
+    assert.is_truthy(msg:find(pattern, 1, true), msg)
+  end
+  local f64 = { dtype = 'float64' }
+
+  it('reads broadcast gradients, accepts grad aliasing param exactly, bumps versions', function()
+    local p = ember.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, f64)
+    local g = ember.tensor({ 1, 2, 3 }, f64):expand(2, 3)
+    local v0 = tonumber(C.em_storage_version(p.ptr))
+    assert.are.equal(0, C.em_sgd_step_(p.ptr, g.ptr, nil, sgd_opts()))
+    assert.are.same({ { 0.5, 1, 1.5 }, { 3.5, 4, 4.5 } }, p:totable())
+    assert.is_true(tonumber(C.em_storage_version(p.ptr)) > v0)
+    assert.are.equal(0, C.em_sgd_step_(p.ptr, p.ptr, nil, sgd_opts()))
+    assert.are.same({ { 0.25, 0.5, 0.75 }, { 1.75, 2, 2.25 } }, p:totable())
+    local z = ember.zeros(0, 3, f64)
+    assert.are.equal(0, C.em_adam_step_(z.ptr, z:clone().ptr, z:clone().ptr, z:clone().ptr, nil, adam_opts()))
+  end)
+
+  it('reports operands that do not fit', function()
+    local p = ember.zeros(2, 3, f64)
+    expect_fail(C.em_sgd_step_(p.ptr, ember.zeros(3, 2, f64).ptr, nil, sgd_opts()),
+      'sgd_step_: expected grad to be a float64 tensor of shape [2,3] on cpu like the parameter, got float64 [3,2]')
+    expect_fail(C.em_sgd_step_(p.ptr, ember.zeros(2, 3).ptr, nil, sgd_opts()), 'got float32 [2,3]')
+    expect_fail(C.em_sgd_step_(p.ptr, ember.zeros(2, 3, f64).ptr, p.ptr, sgd_opts({ momentum = 0.9 })),
+      'sgd_step_: param and momentum_buffer share memory')
+    expect_fail(C.em_sgd_step_(p.ptr, p[1]:view(1, 3):expand(2, 3).ptr, nil, sgd_opts()),
+      'param and grad share memory')
+    expect_fail(C.em_sgd_step_(p.ptr, p.ptr, nil, sgd_opts({ momentum = 0.9 })), 'needs a momentum buffer')
+    local e = ember.zeros(1, 3, f64):expand(2, 3)
+    expect_fail(C.em_sgd_step_(e.ptr, ember.zeros(2, 3, f64).ptr, nil, sgd_opts()), 'stride-0 (expanded) dimension 0')
+    expect_fail(C.em_sgd_step_(ember.zeros(2, { dtype = 'int64' }).ptr, ember.zeros(2, { dtype = 'int64' }).ptr, nil,
+      sgd_opts()), 'expected a floating-point parameter, got int64')
+    expect_fail(C.em_sgd_step_(p.ptr, p.ptr, nil, sgd_opts({ lr = -1 })), 'sgd_step_: invalid learning rate -1')
+    expect_fail(C.em_sgd_step_(p.ptr, p.ptr, nil, sgd_opts({ nesterov = 1 })), 'Nesterov momentum requires')
+    expect_fail(C.em_sgd_step_(nil, p.ptr, nil, sgd_opts()), 'expected a parameter, a gradient and options')
+    local m, v = ember.zeros(2, 3, f64), ember.zeros(2, 3, f64)
+    expect_fail(C.em_adam_step_(p.ptr, p.ptr, m.ptr, v.ptr, nil, adam_opts({ beta1 = 1 })), 'adam_step_: invalid betas (1, 0.999)')
+    expect_fail(C.em_adam_step_(p.ptr, p.ptr, m.ptr, v.ptr, nil, adam_opts({ step = 0 })), 'expected step >= 1, got 0')
+    expect_fail(C.em_adam_step_(p.ptr, p.ptr, m.ptr, m.ptr, nil, adam_opts()), 'exp_avg and exp_avg_sq share memory')
+    expect_fail(C.em_adam_step_(p.ptr, p.ptr, m.ptr, v.ptr, ember.zeros(3, f64).ptr, adam_opts()),
+      'expected max_exp_avg_sq to be a float64 tensor of shape [2,3]')
+    expect_fail(C.em_adam_step_(p.ptr, p.ptr, m.ptr, v.ptr, nil, adam_opts({ eps = -1 })), 'invalid epsilon')
+    local w = ember.zeros(2, f64):requires_grad_()
+    expect_fail(C.em_sgd_step_(w.ptr, ember.ones(2, f64).ptr, nil, sgd_opts()),
+      'sgd_step_: the parameter requires grad and grad mode is on')
+    assert.are.same({ 0, 0 }, w:totable())
   end)
 end)
 

@@ -4,8 +4,11 @@
 --   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
 --   amsgrad: vmax = max(vmax, v), used in place of v below
 --   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+local ffi = require 'ffi'
+local core = require 'ember.core'
 local O = require 'ember.optim.optimizer'
 local creation = require 'ember.creation'
+local C = core.C
 
 local function check_beta(fn, betas, i)
   local b = betas[i]
@@ -29,6 +32,18 @@ local function validate(fn, o)
   O.check_boolean(fn, 'maximize', o.maximize)
 end
 
+-- The fused step (one C call: em_adam_step_) where the device has it; false when it does not.
+local opts = ffi.new('em_adam_options')
+local function fused_step(group, p, g, state, decoupled)
+  local vmax = group.amsgrad and state.max_exp_avg_sq or nil
+  opts.lr, opts.beta1, opts.beta2 = group.lr, group.betas[1], group.betas[2]
+  opts.eps, opts.weight_decay = group.eps, group.weight_decay
+  opts.step = state.step + 1
+  opts.decoupled, opts.maximize = decoupled and 1 or 0, group.maximize and 1 or 0
+  return O.fused_call(p, C.em_adam_step_(p.ptr, g.ptr, state.exp_avg.ptr, state.exp_avg_sq.ptr,
+    vmax and vmax.ptr or nil, opts))
+end
+
 -- decoupled: AdamW's weight decay on the parameter rather than on the gradient.
 local function make_update(decoupled)
   return function(group, p, g, state)
@@ -44,6 +59,10 @@ local function make_update(decoupled)
     end
     if group.amsgrad and state.max_exp_avg_sq == nil then
       state.max_exp_avg_sq = creation.zeros_like(p) -- amsgrad switched on after some steps
+    end
+    if O.has_fused(p) and fused_step(group, p, g, state, decoupled) then
+      state.step = state.step + 1
+      return
     end
     local step = state.step + 1
     state.step = step

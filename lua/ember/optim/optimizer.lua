@@ -43,6 +43,27 @@ function M.check_boolean(fn, name, v)
   end
 end
 
+-- ---- fused steps ---------------------------------------------------------------------------------
+-- SGD and Adam run as one C call per parameter (em_sgd_step_, em_adam_step_) where the device
+-- has the kernel, and as a sequence of elementwise ops otherwise. use_fused = false forces the
+-- composed form everywhere (the specs check both against the reference).
+M.use_fused = true
+local no_fused = {} -- device ids whose backend lacks the kernels
+
+-- rc is the fused call's status: true when it ran; false when the device lacks the kernel
+-- (remembered, so the composed form is used from then on); raises on any other error.
+function M.fused_call(p, rc)
+  if rc == 0 then return true end
+  if C.em_last_error_kind() == C.EM_ERR_NOT_IMPLEMENTED then
+    no_fused[p.ptr.device_id] = true
+    C.em_clear_error()
+    return false
+  end
+  core.raise(1)
+end
+
+function M.has_fused(p) return M.use_fused and not no_fused[p.ptr.device_id] end
+
 -- ---- parameter lists -----------------------------------------------------------------------------
 
 local function tensor_key(t) return tonumber(ffi.cast('intptr_t', t.ptr)) end

@@ -4,7 +4,11 @@
 --   buf = g at the first step, then momentum * buf + (1 - dampening) * g
 --   g = g + momentum * buf (nesterov) or buf
 --   p = p - lr * g
+local ffi = require 'ffi'
+local core = require 'ember.core'
+local creation = require 'ember.creation'
 local O = require 'ember.optim.optimizer'
+local C = core.C
 
 local function validate(fn, o)
   O.check_nonneg(fn, 'lr', o.lr, 'learning rate')
@@ -19,7 +23,29 @@ local function validate(fn, o)
   end
 end
 
+-- The fused step (one C call: em_sgd_step_) where the device has it; fused_step returns false
+-- when it does not, and the composed form below runs instead.
+local opts = ffi.new('em_sgd_options')
+local function fused_step(group, p, g, state)
+  local momentum = group.momentum
+  local buf, first = nil, 0
+  if momentum ~= 0 then
+    buf = state.momentum_buffer
+    if buf == nil then buf, first = creation.empty_like(p), 1 end
+  end
+  opts.lr, opts.momentum, opts.dampening = group.lr, momentum, group.dampening
+  opts.weight_decay = group.weight_decay
+  opts.nesterov, opts.maximize = group.nesterov and 1 or 0, group.maximize and 1 or 0
+  opts.first_step = first
+  if not O.fused_call(p, C.em_sgd_step_(p.ptr, g.ptr, buf and buf.ptr or nil, opts)) then
+    return false
+  end
+  if first == 1 then state.momentum_buffer = buf end
+  return true
+end
+
 local function update(group, p, g, state)
+  if O.has_fused(p) and fused_step(group, p, g, state) then return end
   local lr, momentum, wd = group.lr, group.momentum, group.weight_decay
   if group.maximize then g = -g end
   if wd ~= 0 then g = g:add(p, wd) end

@@ -54,4 +54,6 @@ const em_backend em_cpu_backend = {
   .index_put = em_cpu_index_put,
   .nonzero = em_cpu_nonzero,
   .sort = em_cpu_sort,
+  .sgd_step = em_cpu_sgd_step,
+  .adam_step = em_cpu_adam_step,
 };

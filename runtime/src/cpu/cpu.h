@@ -103,5 +103,10 @@ int em_cpu_index_put(em_tensor *x, int dim, const em_tensor *index, const em_ten
 int em_cpu_nonzero(em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
 int em_cpu_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
                 int descending) EM_KERNEL_WEAK;
+int em_cpu_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
+                    const em_sgd_options *o) EM_KERNEL_WEAK;
+int em_cpu_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
+                     em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq,
+                     const em_adam_options *o) EM_KERNEL_WEAK;
 
 #endif
