@@ -333,6 +333,61 @@ typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
 int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
 int em_remove_hook(em_tensor *t, int hook_id);
 
+/* ---- data files and checkpoints (runtime/src/io) -------------------------------------------
+ * Readers make CPU tensors and take plain or gzip-compressed files alike. Bad files are errors
+ * that say what is wrong (wrong magic, truncation with the byte counts, absurd dimensions);
+ * nothing is allocated from a header before it is checked against the file's size. Writers are
+ * atomic: a temporary file in the same directory, fsync, rename; a failed or interrupted write
+ * leaves the previous file intact. */
+/* IDX (MNIST family): ubyte, byte, short, int, float, double -> uint8, int8, int16, int32,
+ * float32, float64. */
+em_tensor *em_read_idx(const char *path);
+/* NPY versions 1.0-3.0; dtypes f2 f4 f8 i1 i2 i4 i8 u1 b1 in either byte order; Fortran-ordered
+ * arrays come back row-major. */
+em_tensor *em_read_npy(const char *path);
+/* NPY 1.0 (2.0 for huge headers), little-endian; every dtype but bfloat16. */
+int em_write_npy(const char *path, const em_tensor *t);
+/* A numeric CSV into a [rows, columns] tensor of dtype (floating or integer). delimiter ' '
+ * splits on runs of blanks. skip_header != 0 drops the first non-blank line. */
+em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);
+
+/* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
+ * byte ranges against the file size); tensors are then read one at a time, on demand. */
+typedef struct em_safetensors em_safetensors;
+em_safetensors *em_safetensors_open(const char *path);
+void em_safetensors_close(em_safetensors *f);
+int64_t em_safetensors_count(const em_safetensors *f);
+const char *em_safetensors_name(const em_safetensors *f, int64_t i);
+/* The index of the tensor called name, or -1 (no error set). */
+int64_t em_safetensors_find(const em_safetensors *f, const char *name);
+/* Reads tensor i into a new CPU tensor. */
+em_tensor *em_safetensors_tensor(const em_safetensors *f, int64_t i);
+/* The __metadata__ entries (string keys and values). */
+int64_t em_safetensors_metadata_count(const em_safetensors *f);
+const char *em_safetensors_metadata_key(const em_safetensors *f, int64_t i);
+const char *em_safetensors_metadata_value(const em_safetensors *f, int64_t i);
+/* Writes n named tensors (any layout and device; stored contiguous and little-endian) and
+ * n_meta metadata strings, atomically. */
+int em_safetensors_save(const char *path, int64_t n, const char *const *names,
+                        em_tensor *const *tensors, int64_t n_meta, const char *const *keys,
+                        const char *const *values);
+
+/* Batch prefetching for data loaders: worker threads gather rows of the sources (CPU tensors
+ * with the same first size; sample i is row i) into new batch tensors ahead of the consumer.
+ * Batch b holds samples indices[b * batch_size ...] (0-based; the last batch may be short)
+ * of every source. depth bounds how many batches are built ahead (<= 0: 2 * num_workers).
+ * num_workers == 0 gathers on the caller's thread in em_prefetcher_next. */
+typedef struct em_prefetcher em_prefetcher;
+em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
+                                 const int64_t *indices, int64_t batch_size, int num_workers,
+                                 int depth);
+int64_t em_prefetcher_num_batches(const em_prefetcher *p);
+/* Puts the next batch's n_sources tensors (new references) in out: returns 1, 0 when every
+ * batch was taken, -1 with an error (a worker's error is raised here, in order). */
+int em_prefetcher_next(em_prefetcher *p, em_tensor **out);
+/* Stops and joins the workers and releases batches not taken. */
+void em_prefetcher_free(em_prefetcher *p);
+
 /* ---- optimizer steps (ember.optim) ----------------------------------------------------------
  * One fused, in-place update of one parameter with PyTorch's formulas (torch.optim's
  * single-tensor SGD and Adam / AdamW; docs/api/optim.md). grad is read only and may have any
