@@ -138,6 +138,8 @@ int em_check_same_device(const char *fn, int n, const em_tensor *const *ts) {
 
 int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
                         int *nout, int64_t *out) {
+  /* Built in a local array: out may alias a or b. */
+  int64_t result[EM_MAX_DIMS];
   int n = na > nb ? na : nb;
   for (int i = 0; i < n; i++) {
     int ia = na - n + i, ib = nb - n + i;
@@ -147,8 +149,9 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
       return em_error("%s: shapes %s and %s cannot broadcast", fn,
                       em_shape_str(ba, sizeof ba, na, a), em_shape_str(bb, sizeof bb, nb, b));
     }
-    out[i] = sa == 1 ? sb : sa;
+    result[i] = sa == 1 ? sb : sa;
   }
+  memcpy(out, result, sizeof(int64_t) * (size_t)n);
   *nout = n;
   return 0;
 }
