@@ -8,7 +8,9 @@
 --   numbers, booleans  stored as text ("0.001", "true"), with their type recorded in one more
 --                      entry, "__ember_types__", a JSON object {"optim.lr": "number", ...};
 --   int64/uint64 cdata stored as decimal text, types "int64" / "uint64";
---   empty tables       recorded in __ember_types__ as "table", so they come back too.
+--   empty tables       recorded in __ember_types__ as "table", so they come back too;
+--   dotted keys        a table whose own keys hold dots (a state_dict, {['1.weight'] = w}) is
+--                      recorded as "flat": load gives back its keys as they were.
 -- On load, the dotted keys rebuild the nesting, and every key that is an integer written
 -- plainly ("0", "12", not "012") becomes a number: saved arrays come back as arrays, and a
 -- PyTorch "layers.0.weight" is t.layers[0].weight. Files from other tools load the
@@ -148,9 +150,8 @@ end
 -- ---- save -----------------------------------------------------------------------------------
 local function key_text(k, path)
   if type(k) == 'string' then
-    if k == '' or k:find('.', 1, true) then
-      error(("save: key %q at '%s' cannot be empty or contain '.', which separates levels"):format(
-        k, path), 0)
+    if k == '' or k:find('\0', 1, true) then
+      error(("save: key %q at '%s' cannot be empty or hold a NUL byte"):format(k, path), 0)
     end
     return k
   end
@@ -165,12 +166,22 @@ local function flatten(obj, prefix, out, seen)
     error(("save: the table at '%s' contains itself"):format(prefix == '' and '(root)' or prefix), 0)
   end
   seen[obj] = true
-  local keys = {}
-  for k in pairs(obj) do keys[#keys + 1] = k end
+  local keys, dotted = {}, nil
+  for k in pairs(obj) do
+    keys[#keys + 1] = k
+    if type(k) == 'string' and k:find('.', 1, true) then dotted = k end
+  end
   if #keys == 0 and prefix ~= '' then out.types[prefix] = 'table' end
+  -- A table with dotted keys (a state_dict: {['1.weight'] = w}) is saved as it is and marked
+  -- "flat", so that load gives back its keys rather than nesting them.
+  if dotted then out.types[prefix] = 'flat' end
   for _, k in ipairs(keys) do
     local v = obj[k]
     local name = (prefix == '' and '' or prefix .. '.') .. key_text(k, prefix == '' and '(root)' or prefix)
+    if dotted and type(v) == 'table' then
+      error(("save: the table at '%s' has dotted keys ('%s'), so its values cannot be tables " ..
+        "(one is at '%s')"):format(prefix == '' and '(root)' or prefix, dotted, name), 0)
+    end
     if name == '__metadata__' or name == TYPES_KEY then
       error(("save: '%s' is reserved by the file format"):format(name), 0)
     end
@@ -250,17 +261,33 @@ function M.save(path, obj)
 end
 
 -- ---- load -----------------------------------------------------------------------------------
-local function split(key)
-  local parts = {}
-  for part in (key .. '.'):gmatch('([^.]*)%.') do
-    if (part == '0' or part:match('^[1-9]%d*$')) and #part < 16 then part = tonumber(part) end
-    parts[#parts + 1] = part
+local function key_of(part)
+  if (part == '0' or part:match('^[1-9]%d*$')) and #part < 16 then return tonumber(part) end
+  return part
+end
+
+-- The path of a name: its dot-separated parts, except that the rest of a name under a table
+-- saved "flat" is one key.
+local function split(key, flat)
+  local parts, pos = {}, 1
+  if flat[''] then return { key_of(key) } end
+  while true do
+    local dot = key:find('.', pos, true)
+    if not dot then break end
+    parts[#parts + 1] = key_of(key:sub(pos, dot - 1))
+    if flat[key:sub(1, dot - 1)] then
+      pos = dot + 1
+      parts[#parts + 1] = key_of(key:sub(pos))
+      return parts
+    end
+    pos = dot + 1
   end
+  parts[#parts + 1] = key_of(key:sub(pos))
   return parts
 end
 
-local function insert(root, key, value, path)
-  local parts = split(key)
+local function insert(root, key, value, path, flat)
+  local parts = split(key, flat)
   local t = root
   for i = 1, #parts - 1 do
     local p = parts[i]
@@ -284,7 +311,9 @@ end
 
 local function typed_value(s, kind, key, path)
   local v
-  if kind == 'number' then v = parse_number(s)
+  if kind == 'table' or kind == 'flat' then
+    error(("load: %s records '%s' as a table but it holds a value"):format(path, key), 0)
+  elseif kind == 'number' then v = parse_number(s)
   elseif kind == 'boolean' then
     if s == 'true' then v = true elseif s == 'false' then v = false end
   elseif kind == 'int64' then v = parse_int64(s, i64_ct)
@@ -328,10 +357,12 @@ local function read_file(path, opts)
     if kind then v = typed_value(s, kind, k, path) end
     entries[#entries + 1] = { k, v }
   end
+  local flat = {}
   for k, kind in pairs(types) do
     if kind == 'table' then entries[#entries + 1] = { k, {} } end
+    if kind == 'flat' then flat[k] = true end
   end
-  return entries
+  return entries, flat
 end
 
 -- load(path [, {device = 'cpu', flat = false}]): the table save wrote (or any safetensors file,
@@ -346,7 +377,7 @@ function M.load(path, opts)
     if k ~= 'device' and k ~= 'flat' then error('load: unknown option ' .. tostring(k), 2) end
   end
   if opts.device ~= nil then core.device_id(opts.device, 'load') end
-  local ok, entries = pcall(read_file, path, opts)
+  local ok, entries, flat = pcall(read_file, path, opts)
   if not ok then error(entries, 2) end
   local root = {}
   -- Tables first, so that an empty table never shadows the entries below it.
@@ -355,7 +386,7 @@ function M.load(path, opts)
     if opts.flat then
       root[e[1]] = e[2]
     else
-      local ok2, err = pcall(insert, root, e[1], e[2], path)
+      local ok2, err = pcall(insert, root, e[1], e[2], path, flat)
       if not ok2 then error(err, 2) end
     end
   end

@@ -172,6 +172,44 @@ describe('save / load', function()
     assert.are.equal('m', flat['mixed.name'])
   end)
 
+  it('gives back tables with dotted keys (state_dicts) as they were', function()
+    local path = tmp()
+    local w, b = ember.ones(2, 3), ember.zeros(2)
+    ember.save(path, { ['1.weight'] = w, ['1.bias'] = b, ['note.text'] = 'x', [2] = 'two' })
+    local r = ember.load(path)
+    assert.are.same({ '1.bias', '1.weight', 2, 'note.text' }, (function()
+      local ks = {}
+      for k in pairs(r) do ks[#ks + 1] = k end
+      table.sort(ks, function(p, q) return tostring(p) < tostring(q) end)
+      return ks
+    end)())
+    assert.are.same({ 2, 3 }, r['1.weight']:size())
+    assert.are.equal('x', r['note.text'])
+    assert.are.equal('two', r[2])
+    ember.save(path, { model = { ['0.weight'] = w, ['0.bias'] = b }, optim = { lr = 0.5 }, epoch = 3 })
+    r = ember.load(path)
+    assert.are.same({ 2, 3 }, r.model['0.weight']:size())
+    assert.are.same({ 2 }, r.model['0.bias']:size())
+    assert.are.equal(0.5, r.optim.lr)
+    assert.are.equal(3, r.epoch)
+    -- the names in the file are the usual dotted ones
+    assert.are.same({ 2 }, ember.load(path, { flat = true })['model.0.bias']:size())
+  end)
+
+  it('round-trips an nn module state_dict', function()
+    local ok, nn = pcall(function() return ember.nn end)
+    if not ok or type(nn) ~= 'table' or not nn.Linear then pending('ember.nn is not available') return end
+    local m = nn.Sequential():add(nn.Linear(3, 4)):add(nn.ReLU()):add(nn.Linear(4, 2))
+    local path = tmp()
+    ember.save(path, { model = m:state_dict(), epoch = 7 })
+    local m2 = nn.Sequential():add(nn.Linear(3, 4)):add(nn.ReLU()):add(nn.Linear(4, 2))
+    local r = ember.load(path)
+    m2:load_state_dict(r.model)
+    local x = ember.randn(5, 3)
+    H.assert_close(m2:forward(x), m:forward(x):totable(), 0, 0)
+    assert.are.equal(7, r.epoch)
+  end)
+
   it('saves strided, transposed and expanded tensors as their values, contiguous', function()
     local base = ember.tensor(H.nested({ 4, 6 }, function(i) return i end))
     local views = {
@@ -217,8 +255,9 @@ describe('save / load', function()
         { { f = print }, "save: cannot save a function at 'f'" },
         { { a = { b = { coroutine.create(print) } } }, "save: cannot save a thread at 'a.b.1'" },
         { cyclic, "save: the table at 'a.back' contains itself" },
-        { { ['a.b'] = 1 }, "save: key \"a.b\" at '(root)' cannot be empty or contain '.'" },
-        { { x = { [''] = 1 } }, "save: key \"\" at 'x' cannot be empty" },
+        { { x = { [''] = 1 } }, "save: key \"\" at 'x' cannot be empty or hold a NUL byte" },
+        { { ['a\0b'] = 1 }, 'cannot be empty or hold a NUL byte' },
+        { { m = { ['a.b'] = 1, c = {} } }, "save: the table at 'm' has dotted keys ('a.b'), so its values cannot be tables (one is at 'm.c')" },
         { { [1.5] = 1 }, "save: key 1.5 at '(root)' is not a string or an integer >= 0" },
         { { [-1] = 1 }, 'is not a string or an integer >= 0' },
         { { [true] = 1 }, 'save: key true' },
