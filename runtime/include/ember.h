@@ -333,6 +333,77 @@ typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
 int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
 int em_remove_hook(em_tensor *t, int hook_id);
 
+/* ---- neural-network ops --------------------------------------------------------------------
+ * PyTorch's layouts: inputs are [N, C, H, W] (or [N, C, L] for 1-D; unbatched inputs without
+ * N are accepted), convolution weights [out, in / groups, kh, kw], transposed-convolution
+ * weights [in, out / groups, kh, kw]. Pair arguments (stride, padding, ...) are arrays of two
+ * (height, width). Optional tensors (bias, weight, running statistics) may be NULL. Every op
+ * records autograd; float16 / bfloat16 compute in float32. */
+em_tensor *em_conv2d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
+                     const int64_t *stride, const int64_t *padding, const int64_t *dilation,
+                     int64_t groups);
+em_tensor *em_conv1d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
+                     int64_t stride, int64_t padding, int64_t dilation, int64_t groups);
+em_tensor *em_conv_transpose2d(const em_tensor *input, const em_tensor *weight,
+                               const em_tensor *bias, const int64_t *stride,
+                               const int64_t *padding, const int64_t *output_padding,
+                               const int64_t *dilation, int64_t groups);
+em_tensor *em_conv_transpose1d(const em_tensor *input, const em_tensor *weight,
+                               const em_tensor *bias, int64_t stride, int64_t padding,
+                               int64_t output_padding, int64_t dilation, int64_t groups);
+/* The gradient of conv2d with respect to a weight of weight_sizes (4 values). */
+em_tensor *em_conv2d_weight(const em_tensor *input, const int64_t *weight_sizes,
+                            const em_tensor *grad_output, const int64_t *stride,
+                            const int64_t *padding, const int64_t *dilation, int64_t groups);
+
+/* Pooling over [N, C, H, W] or [C, H, W]. stride NULL means the kernel size. indices, when not
+ * NULL, receives int64 positions of the maxima within each input plane (h * W + w, 0-based). */
+em_tensor *em_max_pool2d(const em_tensor *input, const int64_t *kernel, const int64_t *stride,
+                         const int64_t *padding, const int64_t *dilation, int ceil_mode,
+                         em_tensor **indices);
+/* divisor_override <= 0: divide by the window size. */
+em_tensor *em_avg_pool2d(const em_tensor *input, const int64_t *kernel, const int64_t *stride,
+                         const int64_t *padding, int ceil_mode, int count_include_pad,
+                         int64_t divisor_override);
+em_tensor *em_adaptive_avg_pool2d(const em_tensor *input, const int64_t *output_size);
+em_tensor *em_adaptive_max_pool2d(const em_tensor *input, const int64_t *output_size,
+                                  em_tensor **indices);
+/* The inverse of max_pool2d: input's values placed at indices in zeros of output_size (2). */
+em_tensor *em_max_unpool2d(const em_tensor *input, const em_tensor *indices,
+                           const int64_t *output_size);
+
+/* Normalization. batch_norm in training mode normalizes with the batch's statistics and, when
+ * given, updates running_mean / running_var in place (momentum; the unbiased variance, as
+ * PyTorch); in evaluation mode it uses them. input is [N, C, ...]. */
+em_tensor *em_batch_norm(const em_tensor *input, em_tensor *running_mean, em_tensor *running_var,
+                         const em_tensor *weight, const em_tensor *bias, int training,
+                         double momentum, double eps);
+/* Over the trailing n_normalized dims, which must equal normalized_shape. */
+em_tensor *em_layer_norm(const em_tensor *input, int n_normalized,
+                         const int64_t *normalized_shape, const em_tensor *weight,
+                         const em_tensor *bias, double eps);
+em_tensor *em_group_norm(const em_tensor *input, int64_t num_groups, const em_tensor *weight,
+                         const em_tensor *bias, double eps);
+
+/* Zeroes each element with probability p (Philox stream, seedable) and scales the others by
+ * 1 / (1 - p); returns a new reference to input itself when not training. */
+em_tensor *em_dropout(const em_tensor *input, double p, int training);
+/* Rows of weight [V, D] picked by int64 indices (any shape; 0-based): [..., D]. The row
+ * padding_idx (when >= 0) gets no gradient. */
+em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64_t padding_idx);
+
+/* Losses. */
+typedef enum em_reduction { EM_REDUCTION_NONE, EM_REDUCTION_MEAN, EM_REDUCTION_SUM } em_reduction;
+/* input: scores [N, C] or [N, C, d...] (or [C]); target: int64 classes [N] or [N, d...]
+ * (0-based); weight: per-class weights [C] or NULL. Targets equal to ignore_index count for
+ * nothing; the mean divides by the summed weights of the counted targets. */
+em_tensor *em_cross_entropy(const em_tensor *input, const em_tensor *target,
+                            const em_tensor *weight, int64_t ignore_index,
+                            em_reduction reduction, double label_smoothing);
+/* The same with log-probabilities as input (no softmax, no smoothing). */
+em_tensor *em_nll_loss(const em_tensor *input, const em_tensor *target, const em_tensor *weight,
+                       int64_t ignore_index, em_reduction reduction);
+
 /* ---- data files and checkpoints (runtime/src/io) -------------------------------------------
  * Readers make CPU tensors and take plain or gzip-compressed files alike. Bad files are errors
  * that say what is wrong (wrong magic, truncation with the byte counts, absurd dimensions);

@@ -24,6 +24,12 @@ typedef enum em_random_kind {
   EM_RANDOM_INT          /* integers uniform in [a, b) */
 } em_random_kind;
 
+/* The neural-network slots' parameter structs (nn.h). */
+struct em_conv_geom;
+struct em_pool_geom;
+struct em_norm_geom;
+struct em_class_loss;
+
 struct em_backend {
   const char *name;
 
@@ -102,6 +108,49 @@ struct em_backend {
   /* Stable sort along dim; indices int64. */
   int (*sort)(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
               int descending);
+
+  /* ---- neural-network kernels (nn.h defines the geometry structs and what each computes) ----
+   * Every tensor is contiguous and x, w, gy, y share one dtype, float32 or float64; int64
+   * indices and targets are 0-based and already checked by the definitions. Outputs are fresh
+   * (kernels write every element). Optional tensors (bias, weight, gx, gw, gb) may be NULL. */
+  int (*conv2d)(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                const struct em_conv_geom *g);
+  /* gx = the gradient of conv2d with respect to x (conv_transpose2d), plus bias per channel. */
+  int (*conv2d_input_grad)(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                           const em_tensor *bias, const struct em_conv_geom *g);
+  int (*conv2d_weight_grad)(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                            const struct em_conv_geom *g);
+  /* indices: int64 position of each maximum within its input plane (h * W + w). */
+  int (*max_pool2d)(em_tensor *y, em_tensor *indices, const em_tensor *x,
+                    const struct em_pool_geom *g);
+  /* gx [N, C, H, W] = zeros with gy [N, C, OH, OW] added at indices. */
+  int (*max_unpool2d)(em_tensor *gx, const em_tensor *gy, const em_tensor *indices);
+  int (*avg_pool2d)(em_tensor *y, const em_tensor *x, const struct em_pool_geom *g);
+  int (*avg_pool2d_backward)(em_tensor *gx, const em_tensor *gy, const struct em_pool_geom *g);
+  /* Per channel of x [N, C, S]: mean and biased variance ([C]). */
+  int (*batch_norm_stats)(em_tensor *mean, em_tensor *var, const em_tensor *x);
+  /* y [N, C, S] = x * scale[c] + shift[c]. */
+  int (*channel_affine)(em_tensor *y, const em_tensor *x, const em_tensor *scale,
+                        const em_tensor *shift);
+  int (*batch_norm_backward)(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
+                             const em_tensor *x, const em_tensor *mean, const em_tensor *invstd,
+                             const em_tensor *weight, int training);
+  /* mean and rstd are [N, G]. */
+  int (*group_norm)(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_tensor *x,
+                    const em_tensor *weight, const em_tensor *bias, const struct em_norm_geom *g);
+  int (*group_norm_backward)(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
+                             const em_tensor *x, const em_tensor *mean, const em_tensor *rstd,
+                             const em_tensor *weight, const struct em_norm_geom *g);
+  /* Cross entropy (log_softmax != 0: x holds scores, lse receives each row's logsumexp) or
+   * NLL (x holds log-probabilities, lse is NULL); loss and lse are [N, S]. total_weight gets
+   * the summed weights of the counted targets (the mean's denominator). A target out of
+   * [0, C) that is not ignore_index is an error. */
+  int (*class_loss)(int log_softmax, em_tensor *loss, em_tensor *lse, double *total_weight,
+                    const em_tensor *x, const em_tensor *target, const em_tensor *weight,
+                    const struct em_class_loss *L);
+  int (*class_loss_backward)(int log_softmax, em_tensor *gx, const em_tensor *gloss,
+                             const em_tensor *x, const em_tensor *lse, const em_tensor *target,
+                             const em_tensor *weight, const struct em_class_loss *L);
 
   /* ---- optimizer steps (ops/optim.c; the formulas are in ember.h and docs/api/optim.md) ----
    * In place over same-shaped tensors of one floating dtype: grad may have any strides

@@ -3,6 +3,7 @@
  * allocator (alloc.c), which keeps statistics and applies limits.
  */
 #include "cpu.h"
+#include "../nn.h"
 
 static int cpu_storage_alloc(em_storage *s) {
   s->data = em_cpu_alloc(s->nbytes);
@@ -54,6 +55,20 @@ const em_backend em_cpu_backend = {
   .index_put = em_cpu_index_put,
   .nonzero = em_cpu_nonzero,
   .sort = em_cpu_sort,
+  .conv2d = em_cpu_conv2d,
+  .conv2d_input_grad = em_cpu_conv2d_input_grad,
+  .conv2d_weight_grad = em_cpu_conv2d_weight_grad,
+  .max_pool2d = em_cpu_max_pool2d,
+  .max_unpool2d = em_cpu_max_unpool2d,
+  .avg_pool2d = em_cpu_avg_pool2d,
+  .avg_pool2d_backward = em_cpu_avg_pool2d_backward,
+  .batch_norm_stats = em_cpu_batch_norm_stats,
+  .channel_affine = em_cpu_channel_affine,
+  .batch_norm_backward = em_cpu_batch_norm_backward,
+  .group_norm = em_cpu_group_norm,
+  .group_norm_backward = em_cpu_group_norm_backward,
+  .class_loss = em_cpu_class_loss,
+  .class_loss_backward = em_cpu_class_loss_backward,
   .sgd_step = em_cpu_sgd_step,
   .adam_step = em_cpu_adam_step,
 };
