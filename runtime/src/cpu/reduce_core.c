@@ -92,6 +92,10 @@ void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint3
   p->column = kn > 1 && kin != 0 &&
               (rin == 0 || abs64(kin) < abs64(rin) || p->nred <= EM_RED_SHORT);
   p->width = kn < EM_RED_SPAN ? kn : EM_RED_SPAN;
+  /* A group sweeps width * |kin| bytes once per reduced position: keep that within L2. */
+  int64_t cap = EM_RED_GROUP_BYTES / (abs64(kin) > 0 ? abs64(kin) : 1);
+  if (cap < EM_RED_TILE) cap = EM_RED_TILE;
+  if (p->width > cap) p->width = cap;
   em_red_plan_narrow(p, 1);
 }
 

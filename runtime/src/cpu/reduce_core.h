@@ -25,7 +25,8 @@
 enum {
   EM_RED_TILE = 256,  /* elements per tile (a run in the row path, a chunk in the column path) */
   EM_RED_SPAN = 4096, /* most outputs per group in the column path */
-  EM_RED_SHORT = 32   /* reductions this short take the column path whatever the strides */
+  EM_RED_SHORT = 24,  /* reductions this short take the column path whatever the strides */
+  EM_RED_GROUP_BYTES = 256 * 1024 /* most bytes of x a column group spans per position */
 };
 
 typedef struct em_red_plan {
