@@ -183,7 +183,7 @@ local function max_min(name, cfun, op, elementwise)
     need_tensor(name, x)
     if is_tensor(dim) then return methods[elementwise](x, dim) end
     if dim == nil then
-      if keepdim ~= nil then error(name .. ': keepdim needs a dimension', 2) end
+      if keepdim then error(name .. ': keepdim needs a dimension', 2) end
       if x:numel() == 0 then
         error(name .. ': cannot reduce over an empty tensor (it has 0 elements)', 2)
       end
