@@ -46,6 +46,11 @@ struct em_storage {
 };
 
 em_storage *em_storage_new(int device, size_t nbytes);
+/* A CPU tensor header with its storage and nbytes of data in one block (small tensors only),
+ * or NULL without an error when the caller should allocate the usual way. Only the header's
+ * storage pointer is set; the header carries EM_HEADER_IN_BLOCK once initialized. */
+em_tensor *em_small_tensor_block(size_t nbytes);
+enum { EM_HEADER_IN_BLOCK = 1u }; /* em_tensor.reserved: the header is not separately freed */
 void em_storage_retain(em_storage *s);
 void em_storage_release(em_storage *s);
 

@@ -3,6 +3,7 @@
  * memory back to that device's allocator. Refcounts are atomic because data-loader worker
  * threads create and drop tensors too.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "backend.h"
@@ -39,6 +40,32 @@ static em_storage *inline_storage_new(size_t nbytes) {
   return &b->s;
 }
 
+/* A small CPU tensor's header, storage and data in one block, one malloc for the whole tensor.
+ * The header lives at the block's start. Views may outlive the header, so the block goes when
+ * the storage goes: the header's release only drops its storage reference. */
+typedef struct tensor_block {
+  em_tensor t;
+  em_storage s;
+  _Alignas(16) unsigned char data[];
+} tensor_block;
+static char block_marker; /* backend_ctx of a storage inside a tensor block */
+
+em_tensor *em_small_tensor_block(size_t nbytes) {
+  if (nbytes > INLINE_MAX) return NULL;
+  if (em_memory_check_limit(EM_CPU, nbytes) != 0) return NULL; /* the caller takes the long path */
+  tensor_block *b = malloc(sizeof *b + nbytes);
+  if (b == NULL) return NULL;
+  b->s.refcount = 1;
+  b->s.device_id = EM_CPU;
+  b->s.data = b->data;
+  b->s.nbytes = nbytes;
+  b->s.version = 0;
+  b->s.backend_ctx = &block_marker;
+  b->t.storage = &b->s;
+  em_memory_note_alloc(EM_CPU, nbytes);
+  return &b->t;
+}
+
 em_storage *em_storage_new(int device, size_t nbytes) {
   const em_backend *be = em_device_backend(device);
   if (be == NULL) return em_error_null("storage: invalid device %d", device);
@@ -68,6 +95,11 @@ void em_storage_release(em_storage *s) {
   if (__atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) != 1 &&
       __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0)
     return;
+  if (s->backend_ctx == &block_marker) {
+    em_memory_note_free(EM_CPU, s->nbytes);
+    free((char *)s - offsetof(tensor_block, s));
+    return;
+  }
   if (s->backend_ctx == &inline_marker) {
     em_memory_note_free(EM_CPU, s->nbytes);
   } else {

@@ -60,18 +60,13 @@ int em_wrap_dim(const char *fn, int dim, int ndim, int *out) {
   return 0;
 }
 
-em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
-  em_tensor *t = malloc(sizeof *t);
-  if (t == NULL) {
-    em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: tensor header");
-    return NULL;
-  }
+static void init_header(em_tensor *t, int ndim, const int64_t *sizes, em_dtype dtype,
+                        int device) {
   /* Only the first ndim sizes and strides are meaningful; the rest stay unset (no memset:
    * this is on every op's path). */
   t->offset = 0;
   t->flags = 0;
   t->reserved = 0;
-  t->storage = NULL;
   t->grad_meta = NULL;
   t->ndim = ndim;
   t->dtype_id = dtype;
@@ -79,6 +74,16 @@ em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int 
   t->refcount = 1;
   if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
   em_contiguous_strides(ndim, t->sizes, t->strides);
+}
+
+em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
+  em_tensor *t = malloc(sizeof *t);
+  if (t == NULL) {
+    em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: tensor header");
+    return NULL;
+  }
+  init_header(t, ndim, sizes, dtype, device);
+  t->storage = NULL;
   return t;
 }
 
@@ -106,6 +111,10 @@ void em_release(em_tensor *t) {
       __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0)
     return;
   if (t->grad_meta) em_grad_meta_free(t->grad_meta);
+  if (t->reserved & EM_HEADER_IN_BLOCK) { /* the block goes with the storage */
+    em_storage_release(t->storage);
+    return;
+  }
   em_storage_release(t->storage);
   free(t);
 }
@@ -187,9 +196,19 @@ static em_tensor *alloc_tensor(const char *fn, int ndim, const int64_t *sizes, e
   if (em_check_shape(fn, ndim, sizes) || em_check_dtype(fn, dtype) ||
       em_check_device(fn, device))
     return NULL;
+  size_t nbytes = (size_t)em_shape_numel(ndim, sizes) * em_dtypes[dtype].size;
+  if (device == EM_CPU) {
+    em_tensor *small = em_small_tensor_block(nbytes);
+    if (small != NULL) {
+      em_storage *s = small->storage;
+      init_header(small, ndim, sizes, dtype, device);
+      small->storage = s;
+      small->reserved = EM_HEADER_IN_BLOCK;
+      return small;
+    }
+  }
   em_tensor *t = em_tensor_header(ndim, sizes, dtype, device);
   if (t == NULL) return NULL;
-  size_t nbytes = (size_t)em_shape_numel(ndim, sizes) * em_dtypes[dtype].size;
   t->storage = em_storage_new(device, nbytes);
   if (t->storage == NULL) {
     free(t);

@@ -6,7 +6,7 @@
 
 #include "autograd.h"
 
-static _Thread_local bool grad_disabled;
+static _Thread_local __attribute__((tls_model("initial-exec"))) bool grad_disabled;
 
 int em_grad_enabled(void) { return !grad_disabled; }
 
@@ -221,7 +221,10 @@ em_node *em_ag_edge_of(const em_tensor *t) {
 }
 
 bool em_ag_should_record(int n, const em_tensor *const *ts) {
-  if (grad_disabled) return false;
+  /* Plain tensors have no metadata: that test alone settles the common case. */
+  bool any_meta = false;
+  for (int i = 0; i < n; i++) any_meta |= ts[i] != NULL && ts[i]->grad_meta != NULL;
+  if (!any_meta || grad_disabled) return false;
   for (int i = 0; i < n; i++)
     if (ts[i] && em_requires_grad(ts[i])) return true;
   return false;

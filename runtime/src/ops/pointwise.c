@@ -191,17 +191,45 @@ static int binary_begin(em_ew *ew, const char *fn, em_binary_op op, const em_ten
   return 0;
 }
 
+static bool same_layout(const em_tensor *a, const em_tensor *b) {
+  return a->dtype_id == b->dtype_id && a->device_id == b->device_id && a->ndim == b->ndim &&
+         a->ndim > 0 && !em_is_wrapped(a) && !em_is_wrapped(b) &&
+         memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) == 0 &&
+         em_is_contiguous(a) && em_is_contiguous(b);
+}
+
 static em_tensor *binary_new(em_binary_op op, const em_tensor *a, const em_tensor *b,
                              double alpha) {
   if ((unsigned)op >= EM_NUM_BINARY) return em_error_null("binary: invalid op %d", (int)op);
   const char *fn = binary_names[op];
   if (a == NULL || b == NULL) return em_error_null("%s: expected two tensors, got NULL", fn);
+  const em_tensor *ins[2] = {a, b};
+  em_tensor *out = NULL;
+  if (same_layout(a, b)) {
+    /* The common small case: one shape, one dtype, both contiguous. No broadcasting, casts or
+     * stack views: this path is most of the cost of a tiny op. */
+    em_dtype compute, out_dtype;
+    if (binary_types(fn, op, a, b, &compute, &out_dtype) != 0 ||
+        check_alpha(fn, op, compute, alpha) != 0)
+      return NULL;
+    if (compute == (em_dtype)a->dtype_id) {
+      const em_backend *be = em_device_backend(a->device_id);
+      out = em_empty(a->ndim, a->sizes, out_dtype, a->device_id);
+      if (out != NULL && em_numel(out) > 0 &&
+          (be->binary == NULL ? em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name)
+                              : be->binary(op, out, a, b, alpha)) != 0) {
+        em_release(out);
+        return NULL;
+      }
+      EM_AG_RECORD(out, 2, ins, em_ag_record_binary(op, out, a, b, alpha));
+      return out;
+    }
+  }
   em_ew ew;
   em_dtype out_dtype;
   if (binary_begin(&ew, fn, op, a, b, alpha, &out_dtype) != 0) return NULL;
   binary_arg arg = {op, alpha};
-  em_tensor *out = em_ew_run(&ew, out_dtype, binary_kernel, &arg);
-  const em_tensor *ins[2] = {a, b};
+  out = em_ew_run(&ew, out_dtype, binary_kernel, &arg);
   EM_AG_RECORD(out, 2, ins, em_ag_record_binary(op, out, a, b, alpha));
   return out;
 }
