@@ -328,6 +328,33 @@ describe('fused steps through the C API', function()
     assert.are.equal(0, C.em_adam_step_(z.ptr, z:clone().ptr, z:clone().ptr, z:clone().ptr, nil, adam_opts()))
   end)
 
+  it('agrees with the composed ops on large tensors (several threads), contiguous or not', function()
+    ember.manual_seed(5)
+    local function run(fused, name, o, layout)
+      local saved = Opt.use_fused
+      Opt.use_fused = fused
+      ember.manual_seed(5)
+      local p = ember.randn(300, 400, f64)
+      if layout == 'strided' then p = ember.randn(400, 300, f64):t() end
+      p:requires_grad_()
+      local opt = optim[name]({ p }, o)
+      for _ = 1, 3 do
+        p.grad = p:detach() * 0.5 + 0.25
+        opt:step()
+      end
+      Opt.use_fused = saved
+      return p
+    end
+    for _, case in ipairs({ { 'SGD', { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.1 } },
+      { 'Adam', { lr = 0.1, amsgrad = true } }, { 'AdamW', { lr = 0.1, maximize = true } } }) do
+      for _, layout in ipairs({ 'contiguous', 'strided' }) do
+        local a, b = run(true, case[1], case[2], layout), run(false, case[1], case[2], layout)
+        local diff = (a - b):abs():max():item()
+        assert.is_true(diff < 1e-12, case[1] .. ' ' .. layout .. ': max difference ' .. diff)
+      end
+    end
+  end)
+
   it('reports operands that do not fit', function()
     local p = ember.zeros(2, 3, f64)
     expect_fail(C.em_sgd_step_(p.ptr, ember.zeros(3, 2, f64).ptr, nil, sgd_opts()),
