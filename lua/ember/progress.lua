@@ -27,9 +27,11 @@ pcall(ffi.cdef, [[
 local ts = ffi.new('struct ember_progress_timespec')
 local ts_ptr = ffi.cast('void *', ts)
 
+-- CLOCK_MONOTONIC (1 on Linux); os.time's whole seconds where the call is unavailable.
+local have_clock = pcall(function() return ffi.C.clock_gettime(1, ts_ptr) end)
 local function monotonic()
-  local ok = pcall(function() return ffi.C.clock_gettime(1, ts_ptr) end) -- CLOCK_MONOTONIC
-  if not ok then return os.time() end
+  if not have_clock then return os.time() end
+  ffi.C.clock_gettime(1, ts_ptr)
   return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
 end
 M.clock = monotonic
