@@ -239,6 +239,7 @@ describe('DataLoader', function()
       for _ in loader:iter() do count = count + 1 end
       assert.are.equal(100, count)
     end
+    base = threads() -- again: an OpenMP pool may have started meanwhile
     local loader = data.DataLoader(ds, { batch_size = 10, num_workers = 4 })
     local it = loader:iter()
     it()
