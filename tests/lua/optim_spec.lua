@@ -922,6 +922,39 @@ describe('lr schedulers', function()
     assert_seq(got, exp, 'SequentialLR')
   end)
 
+  it('ConstantLR, PolynomialLR, ChainedScheduler by hand', function()
+    assert_seq(run_sched(function(o) return lr_scheduler.ConstantLR(o, { factor = 0.5, total_iters = 2 }) end, 3),
+      { 0.5, 0.5, 1, 1 }, 'ConstantLR')
+    assert_seq(run_sched(function(o) return lr_scheduler.PolynomialLR(o, { total_iters = 4 }) end, 5),
+      { 1, 0.75, 0.5, 0.25, 0, 0 }, 'PolynomialLR')
+    local got = run_sched(function(o)
+      return lr_scheduler.ChainedScheduler({ lr_scheduler.ConstantLR(o, { factor = 0.5, total_iters = 1 }),
+        lr_scheduler.ExponentialLR(o, { gamma = 0.5 }) })
+    end, 3)
+    assert_seq(got, { 0.5, 0.5, 0.25, 0.125 }, 'ChainedScheduler')
+  end)
+
+  it('CosineAnnealingWarmRestarts, by epoch and by fractional epoch', function()
+    local got = run_sched(function(o) return lr_scheduler.CosineAnnealingWarmRestarts(o, { T_0 = 2 }) end, 4)
+    assert_seq(got, { 1, 0.5, 1, 0.5, 1 }, 'restarts every 2 epochs')
+    local exp = {}
+    for e = 0, 6 do
+      local T_i, T_cur = 1, e -- cycles of 1, 2, 4 epochs start at 0, 1, 3
+      if e >= 3 then T_i, T_cur = 4, e - 3 elseif e >= 1 then T_i, T_cur = 2, e - 1 end
+      exp[#exp + 1] = R.cosine_lr(1, T_cur, T_i, 0.1)
+    end
+    got = run_sched(function(o) return lr_scheduler.CosineAnnealingWarmRestarts(o, { T_0 = 1, T_mult = 2, eta_min = 0.1 }) end, 6)
+    assert_seq(got, exp, 'T_mult = 2')
+    local opt = sgd_for_sched()
+    local s = lr_scheduler.CosineAnnealingWarmRestarts(opt, { T_0 = 4 })
+    s:step(1.5)
+    assert_seq({ opt.param_groups[1].lr }, { R.cosine_lr(1, 1.5, 4, 0) }, 'fractional epoch')
+    s:step(5)
+    assert_seq({ opt.param_groups[1].lr }, { R.cosine_lr(1, 1, 4, 0) }, 'epoch 5 of cycles of 4')
+    H.assert_error(function() s:step(-1) end, 'expected an epoch >= 0')
+    H.assert_error(function() lr_scheduler.CosineAnnealingWarmRestarts(opt, { T_0 = 0 }) end, 'expected an integer T_0 >= 1')
+  end)
+
   it('ReduceLROnPlateau', function()
     local opt = sgd_for_sched()
     local s = lr_scheduler.ReduceLROnPlateau(opt, { patience = 1, factor = 0.5, cooldown = 1, min_lr = 0.2 })
@@ -943,6 +976,11 @@ describe('lr schedulers', function()
       function(o) return lr_scheduler.CosineAnnealingLR(o, { T_max = 6, eta_min = 0.01 }) end,
       function(o) return lr_scheduler.LinearLR(o, { start_factor = 0.1, total_iters = 5 }) end,
       function(o) return lr_scheduler.OneCycleLR(o, { max_lr = 1, total_steps = 10 }) end,
+      function(o) return lr_scheduler.CosineAnnealingWarmRestarts(o, { T_0 = 2, T_mult = 2 }) end,
+      function(o)
+        return lr_scheduler.SequentialLR(o, { schedulers = { lr_scheduler.LinearLR(o, { total_iters = 3 }),
+          lr_scheduler.ExponentialLR(o, { gamma = 0.9 }) }, milestones = { 3 } })
+      end,
     }
     for i, make in ipairs(makers) do
       local full = run_sched(make, 9)
@@ -980,6 +1018,8 @@ describe('lr schedulers', function()
       'neither momentum nor betas')
     H.assert_error(function() lr_scheduler.MultiStepLR(opt, { milestones = { 3, 1 } }) end, 'milestones must be increasing')
     H.assert_error(function() lr_scheduler.LambdaLR(opt, { lr_lambda = 3 }) end, 'expected lr_lambda to be a function')
+    H.assert_error(function() lr_scheduler.ConstantLR(opt, { factor = 2 }) end, 'factor must be in [0, 1]')
+    H.assert_error(function() lr_scheduler.ChainedScheduler({}) end, 'expected a list of schedulers')
     H.assert_error(function() lr_scheduler.ReduceLROnPlateau(opt, { mode = 'up' }) end, "mode must be 'min' or 'max'")
     H.assert_error(function() lr_scheduler.ReduceLROnPlateau(opt, { factor = 1 }) end, 'factor must be < 1')
     local fresh = sgd_for_sched()
@@ -1066,6 +1106,21 @@ describe('torch.optim cross-check', function()
         function(o) return lr_scheduler.SequentialLR(o, { schedulers = { lr_scheduler.LinearLR(o, { start_factor = 0.5, total_iters = 3 }),
           lr_scheduler.StepLR(o, { step_size = 2, gamma = 0.5 }) }, milestones = { 3 } }) end },
     }
+    local more = {
+      { 'L.MultiStepLR(o, milestones=[2, 5, 5], gamma=0.3)', function(o) return lr_scheduler.MultiStepLR(o, { milestones = { 2, 5, 5 }, gamma = 0.3 }) end },
+      { 'L.ExponentialLR(o, gamma=0.8)', function(o) return lr_scheduler.ExponentialLR(o, { gamma = 0.8 }) end },
+      { 'L.ConstantLR(o, factor=0.25, total_iters=3)', function(o) return lr_scheduler.ConstantLR(o, { factor = 0.25, total_iters = 3 }) end },
+      { 'L.PolynomialLR(o, total_iters=8, power=2.0)', function(o) return lr_scheduler.PolynomialLR(o, { total_iters = 8, power = 2 }) end },
+      { 'L.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.05)',
+        function(o) return lr_scheduler.CosineAnnealingWarmRestarts(o, { T_0 = 3, T_mult = 2, eta_min = 0.05 }) end },
+      { 'L.ChainedScheduler([L.ConstantLR(o, factor=0.5, total_iters=2), L.ExponentialLR(o, gamma=0.9)])',
+        function(o) return lr_scheduler.ChainedScheduler({ lr_scheduler.ConstantLR(o, { factor = 0.5, total_iters = 2 }),
+          lr_scheduler.ExponentialLR(o, { gamma = 0.9 }) }) end },
+      { 'L.SequentialLR(o, [L.ConstantLR(o, factor=0.5, total_iters=2), L.CosineAnnealingWarmRestarts(o, T_0=4)], milestones=[3])',
+        function(o) return lr_scheduler.SequentialLR(o, { schedulers = { lr_scheduler.ConstantLR(o, { factor = 0.5, total_iters = 2 }),
+          lr_scheduler.CosineAnnealingWarmRestarts(o, { T_0 = 4 }) }, milestones = { 3 } }) end },
+    }
+    for _, m in ipairs(more) do scheds[#scheds + 1] = m end
     for _, sc in ipairs(scheds) do lines[#lines + 1] = ('sched(lambda o: %s, 12)'):format(sc[1]) end
     local script = os.tmpname()
     local f = assert(io.open(script, 'w'))

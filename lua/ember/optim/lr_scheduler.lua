@@ -319,6 +319,99 @@ M.CosineAnnealingLR = class('CosineAnnealingLR', {
   end,
 })
 
+-- ---- ConstantLR: lr * factor until total_iters, then the base lr --------------------------------
+M.ConstantLR = class('ConstantLR', {
+  init = function(self, o)
+    local fn = 'ConstantLR'
+    local f = check_number(fn, 'factor', option(fn, o, 1, 'factor', 1 / 3))
+    if f < 0 or f > 1 then fail(fn, ('factor must be in [0, 1], got %s'):format(f)) end
+    self.factor = f
+    self.total_iters = check_int(fn, 'total_iters', option(fn, o, 2, 'total_iters', 5), 0)
+  end,
+  get_lr = function(self)
+    local e = self.last_epoch
+    if e == 0 then return current(self, self.factor) end
+    if e ~= self.total_iters then return current(self) end
+    return current(self, 1 / self.factor)
+  end,
+  closed_form = function(self)
+    local f = self.factor
+    return from_base(self, self.last_epoch >= self.total_iters and 1 or f)
+  end,
+})
+
+-- ---- PolynomialLR: (1 - epoch / total_iters)^power, then 0 -------------------------------------
+M.PolynomialLR = class('PolynomialLR', {
+  init = function(self, o)
+    local fn = 'PolynomialLR'
+    self.total_iters = check_int(fn, 'total_iters', option(fn, o, 1, 'total_iters', 5), 1)
+    self.power = check_number(fn, 'power', option(fn, o, 2, 'power', 1))
+  end,
+  get_lr = function(self)
+    local e, n = self.last_epoch, self.total_iters
+    if e == 0 or e > n then return current(self) end
+    return current(self, ((1 - e / n) / (1 - (e - 1) / n)) ^ self.power)
+  end,
+  closed_form = function(self)
+    local n = self.total_iters
+    return from_base(self, (1 - math.min(n, self.last_epoch) / n) ^ self.power)
+  end,
+})
+
+-- ---- CosineAnnealingWarmRestarts: cosine cycles of T_0, T_0 * T_mult, ... epochs -----------------
+-- step() counts whole epochs; step(epoch) may be fractional (per batch: epoch + i / batches).
+M.CosineAnnealingWarmRestarts = class('CosineAnnealingWarmRestarts', {
+  init = function(self, o)
+    local fn = 'CosineAnnealingWarmRestarts'
+    self.T_0 = check_int(fn, 'T_0', option(fn, o, 1, 'T_0'), 1)
+    self.T_mult = check_int(fn, 'T_mult', option(fn, o, 2, 'T_mult', 1), 1)
+    self.eta_min = check_number(fn, 'eta_min', option(fn, o, 3, 'eta_min', 0))
+    self.T_i = self.T_0
+    self.T_cur = self.last_epoch
+  end,
+  get_lr = function(self)
+    local r = {}
+    for i, base in ipairs(self.base_lrs) do
+      r[i] = self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+    end
+    return r
+  end,
+})
+local WarmRestarts = M.CosineAnnealingWarmRestarts
+
+function WarmRestarts:step(epoch)
+  if epoch == nil and self.last_epoch < 0 then epoch = 0 end
+  if epoch == nil then
+    epoch = self.last_epoch + 1
+    self.T_cur = self.T_cur + 1
+    if self.T_cur >= self.T_i then
+      self.T_cur = self.T_cur - self.T_i
+      self.T_i = self.T_i * self.T_mult
+    end
+  else
+    if type(epoch) ~= 'number' or epoch < 0 then
+      error('CosineAnnealingWarmRestarts:step: expected an epoch >= 0, got ' .. tostring(epoch), 2)
+    end
+    if epoch >= self.T_0 then
+      if self.T_mult == 1 then
+        self.T_cur = epoch % self.T_0
+      else
+        local n = math.floor(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1) / math.log(self.T_mult))
+        self.T_cur = epoch - self.T_0 * (self.T_mult ^ n - 1) / (self.T_mult - 1)
+        self.T_i = self.T_0 * self.T_mult ^ n
+      end
+    else
+      self.T_i = self.T_0
+      self.T_cur = epoch
+    end
+  end
+  self._step_count = self._step_count + 1
+  self.last_epoch = math.floor(epoch)
+  self:_apply(self.spec.get_lr(self))
+end
+
+function WarmRestarts:_step_to(epoch) self:step(epoch) end
+
 -- ---- LambdaLR: base lr times lr_lambda(epoch) ----------------------------------------------------
 M.LambdaLR = class('LambdaLR', {
   init = function(self, o)
@@ -500,20 +593,57 @@ function SequentialLR:step()
   self._last_lr = s:get_last_lr()
 end
 
-function SequentialLR:state_dict()
+-- The wrapped schedulers' states go along (SequentialLR and ChainedScheduler).
+local function composite_state_dict(self)
   local sd = LRScheduler.state_dict(self)
   sd._schedulers = {}
   for i, s in ipairs(self._schedulers) do sd._schedulers[i] = s:state_dict() end
   return sd
 end
 
-function SequentialLR:load_state_dict(sd)
+local function composite_load_state_dict(self, sd)
   LRScheduler.load_state_dict(self, sd)
   local subs = sd._schedulers or {}
   for k, s in pairs(subs) do
     local i = tonumber(k)
     if self._schedulers[i] then self._schedulers[i]:load_state_dict(s) end
   end
+end
+SequentialLR.state_dict = composite_state_dict
+SequentialLR.load_state_dict = composite_load_state_dict
+
+-- ---- ChainedScheduler: several schedulers stepped together ----------------------------------------
+M.ChainedScheduler = setmetatable({ __name = 'ChainedScheduler' }, { __index = LRScheduler })
+local Chained = M.ChainedScheduler
+Chained.__index = Chained
+Chained.__tostring = LRScheduler.__tostring
+setmetatable(Chained, {
+  __index = LRScheduler,
+  __call = function(_, scheds)
+    if type(scheds) == 'table' and scheds.schedulers then scheds = scheds.schedulers end
+    if type(scheds) ~= 'table' or #scheds == 0 then
+      error('ChainedScheduler: expected a list of schedulers', 2)
+    end
+    local opt = scheds[1].optimizer
+    for i, s in ipairs(scheds) do
+      if type(s) ~= 'table' or s.optimizer ~= opt then
+        error(('ChainedScheduler: schedulers[%d] does not belong to the optimizer of the ' ..
+          'first'):format(i), 2)
+      end
+    end
+    local self = setmetatable({ optimizer = opt, _schedulers = scheds, last_epoch = 0 }, Chained)
+    self._last_lr = current(self)
+    return self
+  end,
+})
+
+Chained.state_dict = composite_state_dict
+Chained.load_state_dict = composite_load_state_dict
+
+function Chained:step()
+  for _, s in ipairs(self._schedulers) do s:step() end
+  self.last_epoch = self.last_epoch + 1
+  self._last_lr = current(self)
 end
 
 -- ---- ReduceLROnPlateau: lr * factor when a metric stops improving --------------------------------
