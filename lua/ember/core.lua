@@ -36,6 +36,7 @@ core.ffi = ffi
 -- the tensor operators.
 ffi.cdef('typedef struct em_handle { em_tensor *ptr; } em_handle;')
 local tensor_ct = ffi.typeof('em_handle')
+local tensor_ptr_ct = ffi.typeof('em_tensor *')
 core.tensor_ct = tensor_ct
 
 -- Raises the runtime's last error at the caller of the Ember function that failed.
@@ -145,8 +146,18 @@ local pressure_limit = 256 * 1024 * 1024
 function core.own(p, retry_fn, ...)
   if p == nil then
     if retry_fn and C.em_last_error_kind() == C.EM_ERR_OOM then
+      -- The retry's arguments are raw pointers: the handles behind them may be reachable only
+      -- from a frame a tail call discarded, so hold a reference across the collection.
+      local n = select('#', ...)
+      local args = { ... }
+      for i = 1, n do
+        if ffi.istype(tensor_ptr_ct, args[i]) then C.em_retain(args[i]) end
+      end
       core.collect()
-      p = retry_fn(...)
+      p = retry_fn(unpack(args, 1, n))
+      for i = 1, n do
+        if ffi.istype(tensor_ptr_ct, args[i]) then C.em_release(args[i]) end
+      end
     end
     if p == nil then core.raise(2) end
   end
