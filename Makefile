@@ -14,7 +14,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/ember examples/tour.lua
+	./$(BUILD)/ember examples/fashion_mnist.lua
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
