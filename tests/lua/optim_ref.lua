@@ -1,6 +1,8 @@
--- Plain-Lua references for tests/lua/optim_spec.lua: each optimizer's update written out
--- elementwise over arrays of doubles, from the formulas in PyTorch's torch.optim documentation
--- (and Torch7's optim package for the functional forms). No Ember op is used here.
+-- Plain-Lua references for tests/lua/optim_spec.lua and lr_scheduler_spec.lua: each
+-- optimizer's update written out elementwise over arrays of doubles, from the formulas in
+-- PyTorch's torch.optim documentation (and Torch7's optim package for the functional forms),
+-- and learning rates in closed form. No Ember op is used in them. At the end, what both specs
+-- share for running torch itself (when /usr/bin/python3 has it) and for checkpoint round trips.
 --
 -- A reference step is step(o, p, g, st): o the hyperparameters, p the parameter (an array,
 -- changed in place), g its gradient, st the parameter's state table (starts empty).
@@ -168,6 +170,68 @@ function R.one_cycle(e, o)
   end
   local t = (e - up_end) / (n - 1 - up_end)
   return anneal(o.max_lr, min_lr, t), anneal(basem, maxm, t)
+end
+
+-- ---- running torch ---------------------------------------------------------------------------
+
+function R.have_torch()
+  local ok = os.execute('/usr/bin/python3 -c "import torch" >/dev/null 2>&1')
+  return ok == 0 or ok == true
+end
+
+-- A Lua value as a Python literal (lists become tuples).
+function R.py_value(v)
+  if type(v) == 'boolean' then return v and 'True' or 'False' end
+  if type(v) == 'table' then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = R.py_value(x) end
+    return '(' .. table.concat(parts, ', ') .. ')'
+  end
+  if type(v) == 'string' then return "'" .. v .. "'" end
+  return ('%.17g'):format(v)
+end
+
+function R.py_kwargs(o)
+  local parts = {}
+  for k, v in pairs(o) do parts[#parts + 1] = k .. '=' .. R.py_value(v) end
+  table.sort(parts)
+  return table.concat(parts, ', ')
+end
+
+-- Runs a Python script (a list of lines; warnings silenced) and returns a function giving its
+-- output lines one at a time as lists of numbers (raising with the whole output otherwise).
+function R.run_python(lines)
+  local script = os.tmpname()
+  local f = assert(io.open(script, 'w'))
+  f:write("import warnings\nwarnings.filterwarnings('ignore')\n", table.concat(lines, '\n'), '\n')
+  f:close()
+  local pipe = assert(io.popen('/usr/bin/python3 ' .. script .. ' 2>&1'))
+  local out = {}
+  for line in pipe:lines() do out[#out + 1] = line end
+  pipe:close()
+  os.remove(script)
+  local li = 0
+  return function()
+    li = li + 1
+    local t = {}
+    for v in (out[li] or ''):gmatch('%S+') do
+      local x = tonumber(v)
+      if x == nil then error('python said: ' .. table.concat(out, '\n')) end
+      t[#t + 1] = x
+    end
+    if #t == 0 then error('python said: ' .. table.concat(out, '\n')) end
+    return t
+  end
+end
+
+-- A round trip through ember.save / ember.load when they exist (else the table itself).
+function R.through_checkpoint(ember, sd)
+  if not ember.save then return sd end
+  local path = os.tmpname()
+  ember.save(path, { optim = sd })
+  local back = ember.load(path)
+  os.remove(path)
+  return back.optim
 end
 
 return R
