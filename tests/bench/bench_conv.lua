@@ -28,6 +28,9 @@ local function bench(name, f, reps)
   for _ = 1, 3 do f() end
   local t = {}
   for i = 1, reps do
+    -- collected outside the timed region: in a training loop freed activations come back
+    -- from the allocator's cache, while a benchmark that never collects pays page faults
+    collectgarbage()
     local t0 = clock()
     f()
     t[i] = (clock() - t0) * 1e3

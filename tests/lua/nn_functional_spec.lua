@@ -313,19 +313,36 @@ describe('conv2d', function()
       { leaf({ 2, 3, 3, 3 }), leaf({ 3, 1, 1, 1 }) })
   end)
 
-  it('gives float32 gradients that agree with float64 (the AVX-512 and BLAS paths)', function()
-    H.seed(10)
-    local x64, w64, b64 = leaf({ 3, 6, 9, 11 }), leaf({ 10, 6, 5, 5 }), leaf({ 10 })
-    local g = rnd({ 3, 10, 9, 11 })
-    F.conv2d(x64, w64, b64, { padding = 2 }):backward(g)
-    local x32 = x64:detach():float():requires_grad_()
-    local w32 = w64:detach():float():requires_grad_()
-    local b32 = b64:detach():float():requires_grad_()
-    F.conv2d(x32, w32, b32, { padding = 2 }):backward(g:float())
-    check(x32.grad, flat(x64.grad), x64:size(), 1e-4, 'input grad')
-    check(w32.grad, flat(w64.grad), w64:size(), 1e-4, 'weight grad')
-    check(b32.grad, flat(b64.grad), b64:size(), 1e-4, 'bias grad')
-  end)
+  -- float32 runs on the AVX-512 kernels where the CPU has them (direct for stride 1, im2col +
+  -- packed GEMM otherwise), float64 on im2col + BLAS, checked above by finite differences.
+  local grad_cases = {
+    { 'stride 1, padded (direct)', { 3, 6, 9, 11 }, { 10, 6, 5, 5 }, { padding = 2 } },
+    { 'wide output channels (full panels)', { 2, 3, 8, 19 }, { 40, 3, 3, 3 }, { padding = 1 } },
+    { 'stride 2 (im2col input gradient)', { 2, 4, 9, 10 }, { 33, 4, 3, 3 }, { stride = 2, padding = 1 } },
+    { 'stride 3, dilation 2', { 1, 3, 13, 12 }, { 8, 3, 3, 2 }, { stride = 3, dilation = 2 } },
+    { 'depthwise', { 2, 8, 7, 7 }, { 8, 1, 3, 3 }, { groups = 8, padding = 1 } },
+    { 'groups of 16 channels', { 1, 32, 5, 6 }, { 32, 16, 3, 3 }, { groups = 2, padding = 1 } },
+    { '1x1', { 2, 20, 5, 7 }, { 36, 20, 1, 1 }, {} },
+    { 'padding wider than the kernel', { 1, 2, 4, 4 }, { 16, 2, 2, 2 }, { padding = 2 } },
+  }
+  for _, c in ipairs(grad_cases) do
+    it('gives float32 gradients that agree with float64: ' .. c[1], function()
+      H.seed(10)
+      local x64, w64, b64 = leaf(c[2]), leaf(c[3]), leaf({ c[3][1] })
+      local y64 = F.conv2d(x64, w64, b64, c[4])
+      local g = rnd({ y64:size(1), y64:size(2), y64:size(3), y64:size(4) })
+      y64:backward(g)
+      local x32 = x64:detach():float():requires_grad_()
+      local w32 = w64:detach():float():requires_grad_()
+      local b32 = b64:detach():float():requires_grad_()
+      local y32 = F.conv2d(x32, w32, b32, c[4])
+      check(y32, flat(y64), y64:size(), 1e-4, 'output')
+      y32:backward(g:float())
+      check(x32.grad, flat(x64.grad), x64:size(), 1e-4, 'input grad')
+      check(w32.grad, flat(w64.grad), w64:size(), 1e-4, 'weight grad')
+      check(b32.grad, flat(b64.grad), b64:size(), 1e-4, 'bias grad')
+    end)
+  end
 
   it('supports double backward', function()
     H.seed(11)

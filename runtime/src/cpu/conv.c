@@ -240,7 +240,9 @@ int em_cpu_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em
                   const em_conv_geom *g) {
   conv_plan p;
   em_conv_plan_init(&p, g, (em_dtype)y->dtype_id);
-  if (p.Kg > 0 && use_packed(y)) return em_conv_packed_forward(y, x, w, bias, g);
+  if (p.Kg > 0 && use_packed(y))
+    return em_conv_direct_forward_ok(g) ? em_conv_direct_forward(y, x, w, bias, g)
+                                        : em_conv_packed_forward(y, x, w, bias, g);
   if (p.Kg == 0) { /* no input channels: y is the bias, or zeros */
     if (bias) fill_rows(em_cpu_ptr(y), em_cpu_ptr(bias), g->M, p.P, p.f64);
     for (int64_t n = 1; bias && n < g->N; n++)
@@ -291,7 +293,9 @@ int em_cpu_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor
                              const em_tensor *bias, const em_conv_geom *g) {
   conv_plan p;
   em_conv_plan_init(&p, g, (em_dtype)gx->dtype_id);
-  if (p.Mg > 0 && p.P > 0 && use_packed(gx)) return em_conv_packed_input_grad(gx, gy, w, bias, g);
+  if (p.Mg > 0 && p.P > 0 && use_packed(gx))
+    return em_conv_direct_input_grad_ok(g) ? em_conv_direct_input_grad(gx, gy, w, bias, g)
+                                           : em_conv_packed_input_grad(gx, gy, w, bias, g);
   if (p.Mg == 0 || p.P == 0) { /* nothing flows back: zeros, plus the bias */
     memset(em_cpu_ptr(gx), 0, (size_t)em_numel(gx) * p.es);
     for (int64_t n = 0; bias && n < g->N; n++)
@@ -347,7 +351,9 @@ int em_cpu_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor
                               const em_conv_geom *g) {
   conv_plan p;
   em_conv_plan_init(&p, g, (em_dtype)gw->dtype_id);
-  if (p.P > 0 && p.units > 0 && use_packed(gw)) return em_conv_packed_weight_grad(gw, x, gy, g);
+  if (p.P > 0 && p.units > 0 && use_packed(gw))
+    return em_conv_direct_weight_grad_ok(g) ? em_conv_direct_weight_grad(gw, x, gy, g)
+                                            : em_conv_packed_weight_grad(gw, x, gy, g);
   int64_t total = em_numel(gw);
   memset(em_cpu_ptr(gw), 0, (size_t)total * p.es);
   if (p.P == 0 || p.units == 0) return 0;

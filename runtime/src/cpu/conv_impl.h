@@ -1,7 +1,7 @@
 /*
  * conv_impl.h: what the two CPU convolution paths share (conv.c: BLAS, any float dtype;
  * conv_packed.c: float32 on the packed AVX-512 product): the per-call plan, the threading
- * rule, and the column helpers.
+ * rule, and the column helpers; conv_direct.c's entry points.
  */
 #ifndef EMBER_CPU_CONV_IMPL_H
 #define EMBER_CPU_CONV_IMPL_H
@@ -34,6 +34,17 @@ int em_conv_packed_forward(em_tensor *y, const em_tensor *x, const em_tensor *w,
 int em_conv_packed_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
                               const em_tensor *bias, const em_conv_geom *g);
 int em_conv_packed_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                               const em_conv_geom *g);
+
+/* conv_direct.c: without im2col, where the *_ok test says the kernels apply */
+bool em_conv_direct_forward_ok(const em_conv_geom *g);
+bool em_conv_direct_input_grad_ok(const em_conv_geom *g);
+bool em_conv_direct_weight_grad_ok(const em_conv_geom *g);
+int em_conv_direct_forward(em_tensor *y, const em_tensor *x, const em_tensor *w,
+                           const em_tensor *bias, const em_conv_geom *g);
+int em_conv_direct_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                              const em_tensor *bias, const em_conv_geom *g);
+int em_conv_direct_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                                const em_conv_geom *g);
 
 #endif

