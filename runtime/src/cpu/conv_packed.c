@@ -25,16 +25,16 @@ typedef struct packed_plan {
 
 /* ---- im2col into packed layouts ---------------------------------------------------------------- */
 
-/* One output row's worth of column values for kernel tap (ki, kj) of channel plane xc. */
-static void make_run(const em_conv_geom *g, const float *xc, int64_t ki, int64_t kj, int64_t oh,
-                     float *run) {
+/* One output row's worth of column values for kernel tap (ki, kj) of channel plane xc; the
+ * valid output columns [lo, hi) and the input column offset `off` depend only on kj, so the
+ * caller computes them once per tap. */
+static void make_run(const em_conv_geom *g, const float *xc, int64_t ki, int64_t oh, int64_t off,
+                     int64_t lo, int64_t hi, float *run) {
   int64_t ih = oh * g->sh - g->ph + ki * g->dh;
   if (ih < 0 || ih >= g->H) {
     memset(run, 0, (size_t)g->OW * sizeof(float));
     return;
   }
-  int64_t off = kj * g->dw - g->pw, lo, hi;
-  em_conv_valid_range(g->OW, g->W, g->sw, off, &lo, &hi);
   const float *src = xc + ih * g->W;
   for (int64_t i = 0; i < lo; i++) run[i] = 0;
   if (g->sw == 1) memcpy(run + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
@@ -72,9 +72,10 @@ static void im2col_packed(const conv_plan *p, const float *x, float *bp, float *
   for (int64_t c = 0; c < p->Cg; c++)
     for (int64_t ki = 0; ki < g->kh; ki++)
       for (int64_t kj = 0; kj < g->kw; kj++) {
-        int64_t r = (c * g->kh + ki) * g->kw + kj;
+        int64_t r = (c * g->kh + ki) * g->kw + kj, off = kj * g->dw - g->pw, lo, hi;
+        em_conv_valid_range(g->OW, g->W, g->sw, off, &lo, &hi);
         for (int64_t oh = 0; oh < g->OH; oh++) {
-          make_run(g, x + c * p->HW, ki, kj, oh, run);
+          make_run(g, x + c * p->HW, ki, oh, off, lo, hi, run);
           if (transposed) put_cols_t(bp, p->P, r, oh * g->OW, run, g->OW);
           else put_cols(bp, p->Kg, r, oh * g->OW, run, g->OW);
         }
