@@ -292,6 +292,16 @@ describe('conv2d', function()
     check(F.conv2d(x, w, nil, { padding = 'valid' }), ref, shape, 1e-12)
   end)
 
+  it('handles zero input channels (the output is the bias)', function()
+    local b = ember.tensor({ 1, 2, 3 }, { dtype = 'float64' })
+    local y = F.conv2d(ember.zeros(2, 0, 4, 4, { dtype = 'float64' }), ember.zeros(3, 0, 3, 3, { dtype = 'float64' }), b)
+    local ref = {}
+    for n = 1, 2 do for m = 1, 3 do for _ = 1, 4 do ref[#ref + 1] = m end end end
+    check(y, ref, { 2, 3, 2, 2 }, 0)
+    local y32 = F.conv2d(ember.zeros(1, 0, 3, 3), ember.zeros(2, 0, 1, 1))
+    check(y32, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 1, 2, 3, 3 }, 0)
+  end)
+
   it('computes float16 and bfloat16 through float32', function()
     H.seed(8)
     local x, w = rnd({ 1, 2, 5, 5 }), rnd({ 2, 2, 3, 3 })
@@ -835,6 +845,39 @@ describe('layer_norm and group_norm', function()
       'group_norm: expected the 6 channels to be divisible by num_groups (4)')
     H.assert_error(function() F.group_norm(ember.randn(2, 6, 4), 3, ember.ones(3)) end,
       'group_norm: expected a weight of shape [6], got [3]')
+  end)
+end)
+
+describe('float16 and bfloat16', function()
+  it('pool, normalize and take losses through float32, keeping the dtype', function()
+    H.seed(70)
+    local x = rnd({ 2, 4, 6, 6 })
+    for _, dt in ipairs({ 'float16', 'bfloat16' }) do
+      local tol = dt == 'float16' and 5e-3 or 3e-2
+      local xh = x:to(dt)
+      local xr = xh:double() -- the values the half tensor holds
+      local cases = {
+        { F.max_pool2d(xh, 2), F.max_pool2d(xr, 2) },
+        { F.avg_pool2d(xh, 3, { stride = 2, padding = 1 }), F.avg_pool2d(xr, 3, { stride = 2, padding = 1 }) },
+        { F.adaptive_avg_pool2d(xh, 4), F.adaptive_avg_pool2d(xr, 4) },
+        { F.batch_norm(xh, nil, nil, nil, nil, true), F.batch_norm(xr, nil, nil, nil, nil, true) },
+        { F.group_norm(xh, 2), F.group_norm(xr, 2) },
+        { F.layer_norm(xh, 6), F.layer_norm(xr, 6) },
+      }
+      for i, c in ipairs(cases) do
+        assert.equal(dt, c[1]:dtype())
+        check(c[1]:double(), flat(c[2]), c[2]:size(), tol, dt .. ' case ' .. i)
+      end
+      local t = ember.tensor({ 1, 3 }, { dtype = 'int64' })
+      local l = F.cross_entropy(xh[{ {}, {}, 1, 1 }], t)
+      assert.equal(dt, l:dtype())
+      check(l:double(), { F.cross_entropy(xr[{ {}, {}, 1, 1 }], t):item() }, {}, tol)
+      -- gradients reach a half leaf
+      local leafh = xh:clone():requires_grad_()
+      F.max_pool2d(leafh, 2):sum():backward()
+      assert.equal(dt, leafh.grad:dtype())
+      assert.equal(72, leafh.grad:sum():item())
+    end
   end)
 end)
 
