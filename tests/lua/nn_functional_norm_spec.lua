@@ -328,6 +328,36 @@ describe('cross_entropy and nll_loss', function()
     end
   end
 
+  it('supports double backward (create_graph through the loss)', function()
+    H.seed(64)
+    local t = ember.tensor({ 2, 1, 3, 3 }, { dtype = 'int64' })
+    local w = ember.tensor({ 0.5, 2, 1 }, { dtype = 'float64' })
+    for _, o in ipairs({ {}, { weight = w, ignore_index = 1, label_smoothing = 0.3 }, { reduction = 'sum' } }) do
+      gradcheck(function(x)
+        return ember.enable_grad(function()
+          local l = F.cross_entropy(x, t, o)
+          local g = ember.autograd.grad(l, x, { create_graph = true })
+          return (g * g):sum() + (g * x):sum()
+        end)
+      end, { leaf({ 4, 3 }) })
+    end
+    -- spatial targets and nll_loss, whose gradient is linear in the loss gradient only
+    local ts = ember.tensor({ { 1, 2 }, { 2, 2 } }, { dtype = 'int64' })
+    gradcheck(function(x)
+      return ember.enable_grad(function()
+        local g = ember.autograd.grad(F.cross_entropy(x, ts, { weight = w }), x, { create_graph = true })
+        return (g * g):sum()
+      end)
+    end, { leaf({ 2, 3, 2 }) })
+    -- the composed gradient (create_graph) equals the fused kernel's
+    local x = leaf({ 4, 3 })
+    local o = { weight = w, ignore_index = 1, label_smoothing = 0.3 }
+    local g = ember.autograd.grad(F.cross_entropy(x, t, o) * 3, x, { create_graph = true })
+    check(g, flat(ember.autograd.grad(F.cross_entropy(x, t, o) * 3, x)), { 4, 3 }, 1e-12)
+    g = ember.autograd.grad(F.nll_loss(x, t, { weight = w }) * 3, x, { create_graph = true })
+    check(g, flat(ember.autograd.grad(F.nll_loss(x, t, { weight = w }) * 3, x)), { 4, 3 }, 1e-12)
+  end)
+
   it('handles spatial targets [N, d1, d2] and unbatched input', function()
     H.seed(61)
     local x = rnd({ 2, 3, 2, 2 })

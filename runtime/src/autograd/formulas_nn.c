@@ -9,9 +9,12 @@
  * - Normalizations and the class losses use fused backward kernels (one pass per statistic
  *   instead of a dozen elementwise ops). Those kernels do not record, so when a graph of the
  *   backward is requested (create_graph), the formulas compose the same gradient from
- *   recorded ops instead.
+ *   recorded ops instead (recomputing batch statistics and the softmax from x, so that second
+ *   derivatives see them depend on x).
  * - Embedding: index_add of the gradient rows into zeros.
  */
+#include <math.h>
+
 #include "../nn.h"
 #include "expr.h"
 #include "record.h"
@@ -394,6 +397,71 @@ int em_ag_record_embedding(em_tensor *out, const em_tensor *weight, const em_ten
 
 /* ---- class losses (cross entropy, nll) ------------------------------------------------------ */
 
+/* The class loss backward from recorded ops, for create_graph. Per row (n, s) with target t,
+ * weights w (all 1 without a weight tensor), W = sum(w), smoothing e and p = softmax(x):
+ *   cross entropy: gx = gl * (A * p - B), A = (1-e) w[t] + e W / C, B[c] = (1-e) w[t] [c == t] + e w[c] / C
+ *   nll:           gx = -gl * w[t] [c == t]
+ * with A and B zero on ignored rows. A and B do not depend on x; p does, through softmax, so
+ * second derivatives come out right. x is viewed [N, C, S], gl is [N, S]. */
+static T class_loss_composed(bool lsm, const em_tensor *gl, const em_tensor *x,
+                             const em_tensor *target, const em_tensor *weight,
+                             const em_class_loss *L) {
+  em_dtype dt = (em_dtype)x->dtype_id;
+  int64_t x3s[3] = {L->N, L->C, L->S}, r3s[3] = {L->N, 1, L->S}, c3s[3] = {1, L->C, 1};
+  int64_t flat[1] = {L->N * L->S};
+  double e = lsm ? L->smoothing : 0;
+  T mask = em_binary_scalar(EM_NE, target, (double)L->ignore_index, 0);
+  T tc = where3(ref(mask), ref(target),
+                mask ? em_scalar_tensor(0, EM_INT64, target->device_id, 1) : NULL);
+  T maskf = mask ? em_to_dtype(mask, dt) : NULL;
+  T wt;                                    /* w[t] on counted rows, 0 on ignored ones */
+  if (weight) {
+    T tf = tc ? em_reshape(tc, 1, flat) : NULL;
+    T picked = tf ? em_index_select(weight, 0, tf) : NULL;
+    em_release(tf);
+    T pw = picked ? em_reshape(picked, target->ndim, target->sizes) : NULL;
+    em_release(picked);
+    wt = mul(pw, ref(maskf));
+  } else {
+    wt = ref(maskf);
+  }
+  T onehot = em_zeros(3, x3s, dt, x->device_id);
+  T t3 = tc ? em_reshape(tc, 3, r3s) : NULL;
+  T ones = em_ones(3, r3s, dt, x->device_id);
+  if (onehot && t3 && ones && em_scatter_(onehot, 1, t3, ones) != 0) {
+    em_release(onehot);
+    onehot = NULL;
+  }
+  em_release(t3);
+  em_release(ones);
+  T wt3 = wt ? em_reshape(wt, 3, r3s) : NULL, m3 = maskf ? em_reshape(maskf, 3, r3s) : NULL;
+  T B = mul(onehot, muls(ref(wt3), 1 - e));
+  if (e > 0) {
+    T wc = weight ? em_reshape(weight, 3, c3s) : em_ones(3, c3s, dt, x->device_id);
+    B = add(B, mul(muls(wc, e / (double)L->C), ref(m3)));
+  }
+  T g3 = em_reshape(gl, 3, r3s), r;
+  if (lsm) {
+    double W = 0;
+    T ws = weight ? em_reduce(EM_SUM, weight, 0, NULL, 0) : NULL;
+    if (weight && (ws == NULL || em_item(ws, &W) != 0)) W = NAN;
+    if (!weight) W = (double)L->C;
+    em_release(ws);
+    T A = add(muls(ref(wt3), 1 - e), muls(ref(m3), e * W / (double)L->C));
+    T x3 = em_reshape(x, 3, x3s);
+    T p = x3 ? em_softmax(x3, 1) : NULL;
+    em_release(x3);
+    r = mul(g3, sub(mul(A, p), B));
+  } else {
+    r = neg(mul(g3, B));
+  }
+  em_tensor *tmp[6] = {mask, tc, maskf, wt, wt3, m3};
+  em_ag_release_all(6, tmp);
+  T out = r ? em_reshape(r, x->ndim, x->sizes) : NULL;
+  em_release(r);
+  return out;
+}
+
 static int class_loss_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   const em_tensor *x = em_ag_saved(node, 0), *target = em_ag_saved(node, 1);
   bool log_softmax = node->ints[0] != 0;
@@ -403,9 +471,6 @@ static int class_loss_backward(em_node *node, const em_tensor *g, em_tensor **gi
   if (log_softmax && (lse = em_ag_saved(node, k++)) == NULL) return -1;
   if (node->ints[5] && (weight = em_ag_saved(node, k++)) == NULL) return -1;
   if (x == NULL || target == NULL) return -1;
-  if (em_grad_enabled())
-    return em_error("%s: double backward is not implemented (create_graph through a loss)",
-                    log_softmax ? "cross_entropy" : "nll_loss");
   em_class_loss L = {node->ints[2], node->ints[3], node->ints[4], node->ints[6],
                      node->scalars[0]};
   /* the gradient of each row's loss: g itself (no reduction), or g (/ denominator) for all */
@@ -420,7 +485,8 @@ static int class_loss_backward(em_node *node, const em_tensor *g, em_tensor **gi
     em_release(s);
   }
   if (gl == NULL) return -1;
-  T gx = em_nn_class_loss_backward(log_softmax, gl, x, lse, target, weight, &L);
+  T gx = em_grad_enabled() ? class_loss_composed(log_softmax, gl, x, target, weight, &L)
+                           : em_nn_class_loss_backward(log_softmax, gl, x, lse, target, weight, &L);
   em_release(gl);
   return put(node, gi, 0, gx);
 }
