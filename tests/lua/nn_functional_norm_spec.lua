@@ -279,6 +279,13 @@ describe('embedding', function()
     F.embedding(idx, w, { padding_idx = -1 }):backward(g) -- the last row
     check(w.grad, { 7, 8, 15, 18, 0, 0, 0, 0 }, { 4, 2 }, 0)
     gradcheck(function(a) return F.embedding(idx, a) end, { leaf({ 4, 2 }) })
+    gradcheck(function(a)
+      return ember.enable_grad(function()
+        local y = F.embedding(idx, a, { padding_idx = 2 })
+        local g = ember.autograd.grad((y * y * y):sum(), a, { create_graph = true })
+        return (g * g):sum()
+      end)
+    end, { leaf({ 4, 2 }) })
   end)
 
   it('reports bad indices', function()

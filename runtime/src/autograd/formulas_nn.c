@@ -359,26 +359,27 @@ int em_ag_record_group_norm(em_tensor *out, const em_tensor *x, const em_tensor 
 
 /* ---- embedding ------------------------------------------------------------------------------ */
 
+/* gw = index_add of the gradient rows into zeros; rows picked by padding_idx are masked out
+ * first (not zeroed afterwards in place, which create_graph could not follow). */
 static int embedding_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   const em_tensor *idx = em_ag_saved(node, 0);
   if (idx == NULL) return -1;
   const em_input_edge *e = &node->inputs[0];
-  int64_t n = em_numel(idx), rows[2] = {n, e->sizes[1]}, flat[1] = {n};
-  T gw = em_zeros(2, e->sizes, (em_dtype)g->dtype_id, g->device_id);
-  T g2 = em_reshape(g, 2, rows), i1 = em_reshape(idx, 1, flat);
-  int rc = gw && g2 && i1 ? em_index_add_(gw, 0, i1, g2, 1.0) : -1;
+  int64_t n = em_numel(idx), rows[2] = {n, e->sizes[1]}, flat[1] = {n}, col[2] = {n, 1};
   int64_t pad = node->ints[0];
-  if (rc == 0 && pad >= 0) { /* the padding row gets no gradient */
-    T row = em_select(gw, 0, pad);
-    rc = row ? em_zero_(row) : -1;
-    em_release(row);
+  T g2 = em_reshape(g, 2, rows), i1 = em_reshape(idx, 1, flat);
+  if (pad >= 0 && i1) {
+    T keep = em_binary_scalar(EM_NE, i1, (double)pad, 0);
+    T keepf = keep ? em_to_dtype(keep, (em_dtype)g->dtype_id) : NULL;
+    em_release(keep);
+    T k2 = keepf ? em_reshape(keepf, 2, col) : NULL;
+    em_release(keepf);
+    g2 = mul(g2, k2);
   }
-  em_release(g2);
-  em_release(i1);
-  if (rc != 0) {
-    em_release(gw);
-    return -1;
-  }
+  T zero = em_zeros(2, e->sizes, (em_dtype)g->dtype_id, g->device_id);
+  T gw = zero && g2 && i1 ? em_index_add(zero, 0, i1, g2, 1.0) : NULL;
+  em_tensor *tmp[3] = {zero, g2, i1};
+  em_ag_release_all(3, tmp);
   return put(node, gi, 0, gw);
 }
 
