@@ -147,6 +147,38 @@ describe('conv2d', function()
     end)
   end
 
+  it('agrees between float32 and float64 on random geometries (forward, gradients, transposed)', function()
+    H.seed(99)
+    local function r(a, b) return a + math.floor(H.random() * (b - a + 1)) end
+    for _ = 1, 40 do
+      local groups = ({ 1, 1, 1, 2, 4 })[r(1, 5)]
+      local Cg, Mg = r(1, 6) * (H.random() < 0.3 and 8 or 1), H.random() < 0.3 and 16 * r(1, 3) or r(1, 40)
+      local kh, kw, sh, sw, dh, dw, ph, pw = r(1, 5), r(1, 5), r(1, 3), r(1, 3), r(1, 2), r(1, 2), r(0, 3), r(0, 3)
+      local Hh = math.max(r(1, 16), dh * (kh - 1) + 1 - 2 * ph)
+      local W = math.max(r(1, 20), dw * (kw - 1) + 1 - 2 * pw)
+      local o = { stride = { sh, sw }, padding = { ph, pw }, dilation = { dh, dw }, groups = groups }
+      local what = ('N2 C%d %dx%d M%d k%dx%d s%d,%d d%d,%d p%d,%d g%d'):format(Cg * groups, Hh, W,
+        Mg * groups, kh, kw, sh, sw, dh, dw, ph, pw, groups)
+      local x, w, b = leaf({ 2, Cg * groups, Hh, W }), leaf({ Mg * groups, Cg, kh, kw }), leaf({ Mg * groups })
+      local y = F.conv2d(x, w, b, o)
+      local g = rnd({ y:size(1), y:size(2), y:size(3), y:size(4) })
+      y:backward(g)
+      local x32, w32 = x:detach():float():requires_grad_(), w:detach():float():requires_grad_()
+      local b32 = b:detach():float():requires_grad_()
+      local y32 = F.conv2d(x32, w32, b32, o)
+      y32:backward(g:float())
+      check(y32, flat(y), y:size(), 1e-4, what .. ' output')
+      check(x32.grad, flat(x.grad), x:size(), 1e-4, what .. ' input grad')
+      check(w32.grad, flat(w.grad), w:size(), 1e-4, what .. ' weight grad')
+      local ot = { stride = { sh, sw }, padding = { ph, pw }, dilation = { dh, dw }, groups = groups }
+      local ok, t64 = pcall(F.conv_transpose2d, y:detach(), w:detach(), nil, ot)
+      if ok then
+        check(F.conv_transpose2d(y:detach():float(), w:detach():float(), nil, ot), flat(t64), t64:size(), 1e-4,
+          what .. ' transposed')
+      end
+    end
+  end)
+
   it('supports double backward', function()
     H.seed(11)
     gradcheck(function(x, w)
@@ -280,6 +312,8 @@ describe('conv_transpose2d', function()
       "conv_transpose2d: expected the weight's 3 input channels to be divisible by groups (2)")
     H.assert_error(function() F.conv_transpose2d(ember.randn(1, 2, 1, 1), ember.randn(2, 3, 1, 1), nil, { padding = 1 }) end,
       'conv_transpose2d: the output size -1 is not positive')
+    H.assert_error(function() F.conv_transpose2d(ember.randn(1, 2, 1, 1), ember.randn(2, 3, 2, 2), nil, { padding = 1 }) end,
+      'conv_transpose2d: the output size 0 is not positive')
   end)
 end)
 

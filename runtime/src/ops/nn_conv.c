@@ -312,7 +312,7 @@ static int check_transpose(const char *fn, int nsp, const em_tensor *x, const em
                       (long long)stride[i], (long long)dilation[i]);
     int64_t in = x->sizes[x->ndim - nsp + i];
     out_hw[i] = (in - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w->sizes[2 + i] - 1) + op + 1;
-    if (out_hw[i] < 0 || (in == 0 && out_hw[i] <= 0))
+    if (out_hw[i] < 1)
       return em_error("%s: the output size %lld is not positive (input size %lld, padding %lld)",
                       fn, (long long)out_hw[i], (long long)in, (long long)padding[i]);
   }
