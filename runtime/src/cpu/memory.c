@@ -2,7 +2,7 @@
  * memory.c: the CPU allocator.
  *
  * Small blocks come from malloc, whose per-thread caches are already fast. Large blocks
- * (>= 1 MiB) are kept in a cache when freed: glibc returns such blocks to the system, and
+ * (>= 64 KiB) are kept in a cache when freed: glibc returns such blocks to the system, and
  * getting them back costs a page fault per 4 KiB on first touch, which dominates a large
  * elementwise op. Cached sizes are rounded up to classes an eighth of a power of two apart
  * (at most 12.5% waste). The cache is bounded; it is emptied by memory.empty_cache and, before
@@ -14,7 +14,7 @@
 
 #include "cpu.h"
 
-enum { LARGE_BLOCK = 1 << 20, SMALL_ALIGN_LIMIT = 4096, NUM_CLASSES = 8 * 40 };
+enum { LARGE_BLOCK = 1 << 16, SMALL_ALIGN_LIMIT = 4096, NUM_CLASSES = 8 * 44 };
 static const int64_t cache_cap = (int64_t)2 << 30; /* bytes kept cached at most */
 
 typedef struct cached_block {
@@ -30,7 +30,7 @@ static int size_class(size_t nbytes, size_t *class_bytes) {
   int log2 = 63 - __builtin_clzll((unsigned long long)nbytes);
   size_t step = (size_t)1 << (log2 - 3);
   size_t rounded = (nbytes + step - 1) & ~(step - 1);
-  int cls = (log2 - 20) * 8 + (int)((rounded >> (log2 - 3)) - 8);
+  int cls = (log2 - 16) * 8 + (int)((rounded >> (log2 - 3)) - 8);
   *class_bytes = rounded;
   return cls;
 }
