@@ -88,12 +88,25 @@ local function sweep()
   young_n = 0
 end
 
+-- Lua's collector cannot see the memory behind tensor handles, so it is also paced by what the
+-- runtime allocated since the last collection.
+-- The limit follows the live memory: garbage may grow to half of what is live (at least
+-- 32 MiB) before a collection returns it. Fresh memory costs a page fault per 4 KiB on first
+-- touch, so reusing freed blocks soon matters more than the collection, whose cost follows
+-- the (small) Lua heap.
+local pressure_floor = 32 * 1024 * 1024
+local pressure_limit = pressure_floor
+
 -- Releases what the collector has found dead now (a full collection, then a sweep).
+local stats_buf = ffi.new('em_memory_stats')
 function core.collect()
   collectgarbage()
   collectgarbage()
   sweep()
   C.em_alloc_pressure_reset()
+  local live = 0
+  if C.em_memory_stats_get(0, stats_buf) == 0 then live = tonumber(stats_buf.allocated) end
+  pressure_limit = math.max(pressure_floor, live / 2)
 end
 
 -- When the Lua state closes, every handle still young is released.
@@ -136,9 +149,7 @@ function core.replace(h, src)
   C.em_release(old)
 end
 
--- Lua's collector cannot see the memory behind tensor handles, so it is also paced by what the
--- runtime allocated since the last collection.
-local pressure_limit = 256 * 1024 * 1024
+
 
 -- Takes ownership of a new tensor reference returned by C. When C returned NULL because memory
 -- ran out, releases what is garbage and retries the call once. (The runtime cannot call back
