@@ -1,0 +1,105 @@
+-- The main job (examples/fashion_mnist.lua) and examples/predict.lua, run as a user runs them,
+-- on a small slice of Fashion-MNIST: options, config files, checkpoints and exact resumption.
+local H = require 'tests.lua.helpers'
+local ember = H.ember
+
+local bin = os.getenv('EMBER_BIN') or 'build/ember'
+local data = '/usr/share/datasets/fashion-mnist'
+
+local function run(args)
+  local p = io.popen(bin .. ' ' .. args .. ' 2>&1; echo "exit=$?"')
+  local out = p:read('*a')
+  p:close()
+  local code = tonumber(out:match('exit=(%d+)%s*$'))
+  return out, code
+end
+
+local function have_data()
+  local f = io.open(data .. '/train-images-idx3-ubyte.gz', 'rb')
+  if f then f:close() return true end
+  return false
+end
+
+describe('examples/fashion_mnist.lua', function()
+  if not have_data() then
+    pending('Fashion-MNIST is not installed (dataset-fashion-mnist)')
+    return
+  end
+  local dir = os.tmpname()
+  os.remove(dir)
+  os.execute('mkdir -p ' .. dir)
+  local common = ' --model mlp --limit 1024 --batch-size 64 --threads 1 --workers 0 --seed 7'
+
+  it('prints its options', function()
+    local out, code = run('examples/fashion_mnist.lua --help')
+    assert.are.equal(0, code)
+    for _, opt in ipairs({ '--model', '--epochs', '--batch-size', '--lr', '--optimizer', '--device',
+      '--threads', '--seed', '--workers', '--checkpoint', '--resume', '--config' }) do
+      assert.is_truthy(out:find(opt, 1, true), opt)
+    end
+  end)
+
+  it('trains, reports per epoch and resumes exactly from a checkpoint', function()
+    local full = dir .. '/full.ckpt'
+    local out, code = run('examples/fashion_mnist.lua' .. common .. ' --epochs 2 --checkpoint ' .. full)
+    assert.are.equal(0, code, out)
+    assert.is_truthy(out:find('epoch 1: train loss %d+%.%d+, test accuracy 0%.%d+, %d+ samples/s'), out)
+    assert.is_truthy(out:find('epoch 2: train loss', 1, true), out)
+    local acc = tonumber(out:match('final test accuracy: (%d+%.%d+)'))
+    assert.is_true(acc > 0.6, out) -- two epochs on 1024 images: far above chance (0.1)
+
+    local half = dir .. '/half.ckpt'
+    out, code = run('examples/fashion_mnist.lua' .. common .. ' --epochs 1 --checkpoint ' .. half)
+    assert.are.equal(0, code, out)
+    local resumed = dir .. '/resumed.ckpt'
+    out, code = run('examples/fashion_mnist.lua' .. common .. ' --epochs 2 --resume ' .. half ..
+      ' --checkpoint ' .. resumed)
+    assert.are.equal(0, code, out)
+    assert.is_truthy(out:find('resumed from', 1, true), out)
+    local a, b = ember.load(full), ember.load(resumed)
+    assert.are.equal(2, a.epoch)
+    assert.are.equal(2, b.epoch)
+    local na = 0
+    for name, t in pairs(a.model) do
+      local u = b.model[name]
+      local function cmp(x, y)
+        if ember.is_tensor(x) then
+          assert.are.equal(0, (x - y):abs():max():item(), name)
+          na = na + 1
+        else
+          for k, v in pairs(x) do cmp(v, y[k]) end
+        end
+      end
+      cmp(t, u)
+    end
+    assert.is_true(na >= 6)
+  end)
+
+  it('reads a config file and key=value overrides', function()
+    local cfg = dir .. '/cfg.lua'
+    local f = assert(io.open(cfg, 'w'))
+    f:write("return { model = 'mlp', epochs = 1, lr = 0.002, limit = 512 }\n")
+    f:close()
+    local out, code = run('examples/fashion_mnist.lua --config ' .. cfg ..
+      ' --threads 1 --workers 0 --checkpoint "" batch_size=128')
+    assert.are.equal(0, code, out)
+    assert.is_truthy(out:find('512 training', 1, true), out)
+    out, code = run('examples/fashion_mnist.lua --model transformer')
+    assert.are.equal(1, code)
+    assert.is_truthy(out:find("--model must be cnn or mlp, got 'transformer'", 1, true), out)
+    out, code = run('examples/fashion_mnist.lua --epochs many')
+    assert.are.equal(1, code)
+    assert.is_truthy(out:find('option --epochs: expected a number, got "many"', 1, true), out)
+  end)
+
+  it('classifies test images by name with examples/predict.lua', function()
+    local ckpt = dir .. '/full.ckpt'
+    local out, code = run('examples/predict.lua --checkpoint ' .. ckpt .. ' --count 5')
+    assert.are.equal(0, code, out)
+    local lines = 0
+    for line in out:gmatch('image%s+%d+: [^\n]+true: ') do lines = lines + 1; local _ = line end
+    assert.are.equal(5, lines, out)
+    assert.is_truthy(out:find('Ankle boot', 1, true), out) -- test image 1 is an ankle boot
+    assert.is_truthy(out:find('%d of 5 correct'), out)
+  end)
+end)
