@@ -70,6 +70,11 @@ function ember.set_default_dtype(d) core.default_dtype = core.dtype_id(d, 'set_d
 function ember.get_default_dtype() return core.dtype_names[core.default_dtype] end
 function ember.set_default_device(d) core.check(C.em_set_default_device(core.device_id(d))) end
 function ember.get_default_device() return core.device_name(C.em_default_device()) end
+-- Devices: listing and choosing them, strict mode, synchronize (docs/devices.md). Loading
+-- ember.device applies EMBER_DEVICE.
+for k, v in pairs(require 'ember.device') do
+  if type(v) == 'function' then ember[k] = v end
+end
 
 -- help('zeros') / help(ember.zeros): the reference entry from docs/ (as the REPL's ?zeros).
 ember.help = require('ember.repl').help

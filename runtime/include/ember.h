@@ -484,6 +484,71 @@ int em_sgd_step_(em_tensor *param, const em_tensor *grad, em_tensor *momentum_bu
 int em_adam_step_(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                   em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
 
+/* ---- devices: discovery, choice, start-up and synchronization (device.c, vulkan/) ---------
+ * Device 0 is the CPU. Vulkan devices are discovered on first need (em_device_count,
+ * em_device_info_get, or a name other than "cpu"), so CPU-only runs never load Vulkan, and a
+ * machine without the Vulkan loader simply has no Vulkan devices. Names for em_device_parse:
+ *   "cpu"; "vulkan:N" (the N-th Vulkan device, from 0); "vulkan" (the best Vulkan device:
+ *   discrete, integrated, virtual, other, then CPU-type drivers such as lavapipe); "auto" (the
+ *   best GPU, never a CPU-type driver, else the CPU).
+ * A named device that cannot start is an error. When the GPU "auto" picks cannot start, auto
+ * gives the CPU with one warning line on stderr, or an error in strict mode. docs/devices.md. */
+typedef enum em_device_type {
+  EM_DEVICE_CPU,               /* the host */
+  EM_DEVICE_DISCRETE_GPU,
+  EM_DEVICE_INTEGRATED_GPU,
+  EM_DEVICE_VIRTUAL_GPU,
+  EM_DEVICE_SOFTWARE_GPU,      /* a CPU-type Vulkan driver: lavapipe (llvmpipe), SwiftShader */
+  EM_DEVICE_OTHER_GPU
+} em_device_type;
+
+/* Feature bits of em_device_info.features: what Ember's kernels can use on the device. */
+enum {
+  EM_FEATURE_FLOAT64 = 1,              /* 64-bit float arithmetic (Vulkan shaderFloat64) */
+  EM_FEATURE_INT64 = 2,                /* 64-bit integer arithmetic (shaderInt64) */
+  EM_FEATURE_FLOAT16 = 4,              /* 16-bit float arithmetic (shaderFloat16) */
+  EM_FEATURE_STORAGE16 = 8,            /* 16-bit loads and stores (storageBuffer16BitAccess) */
+  EM_FEATURE_INT8 = 16,                /* 8-bit arithmetic and storage */
+  EM_FEATURE_COOPERATIVE_MATRIX = 32,  /* tensor cores (VK_KHR/NV_cooperative_matrix) */
+  EM_FEATURE_BFLOAT16 = 64,            /* bfloat16 arithmetic (VK_KHR_shader_bfloat16) */
+  EM_FEATURE_MEMORY_BUDGET = 128,      /* memory_budget is the driver's (VK_EXT_memory_budget) */
+  EM_FEATURE_PUSH_DESCRIPTORS = 256    /* VK_KHR_push_descriptor */
+};
+
+typedef struct em_device_info {
+  char name[32];            /* "cpu", "vulkan:0" */
+  char description[256];    /* the driver's device name or the CPU model */
+  char driver[128];         /* e.g. "Mesa 22.3.6 (llvmpipe)"; "" for the CPU */
+  int32_t type;             /* em_device_type */
+  int32_t started;          /* 1 once started, -1 when starting failed (see error), else 0 */
+  uint32_t features;        /* EM_FEATURE_* bits */
+  uint32_t subgroup_size;   /* 0 for the CPU */
+  int64_t memory_total;     /* bytes: the largest device-local heap, or the CPU's RAM */
+  int64_t memory_budget;    /* bytes this process may still use (VK_EXT_memory_budget, else
+                               the heap size; available RAM on the CPU) */
+  int64_t memory_usage;     /* bytes in use on the heap per the driver, or -1 when unknown */
+  int64_t max_tensor_bytes; /* the largest storage one tensor may have (maxStorageBufferRange),
+                               -1 for no device limit */
+  int64_t validation_messages; /* messages of the Vulkan validation layer so far, or -1 when no
+                                  layer reports to Ember (EMBER_VK_VALIDATION=1 enables one) */
+  char error[256];          /* why the device could not start, or "" */
+} em_device_info;
+
+int em_device_info_get(int device, em_device_info *out);
+/* Strict mode: when auto's GPU fails to start, raise instead of falling back to the CPU.
+ * EMBER_STRICT_DEVICE=1 sets it at start-up. Both return the previous mode. */
+int em_set_strict_device(int strict);
+int em_strict_device(void);
+/* Applies EMBER_STRICT_DEVICE and EMBER_DEVICE (cpu, auto, vulkan, vulkan:N) once: 0, or -1
+ * when EMBER_DEVICE names no usable device (later calls return the same result and error).
+ * em_default_device() runs it on first use and prints such an error as a warning. */
+int em_device_startup(void);
+/* Starts a device now (0, or -1 with the reason); creation functions start devices anyway. */
+int em_device_start(int device);
+/* Waits until the device has finished the work queued so far (device -1: every device).
+ * Work is otherwise submitted in batches and waited for only when the host reads data. */
+int em_synchronize(int device);
+
 /* EMBER_FFI_END */
 
 #ifdef __cplusplus

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "device.h"
 
 /* Counters are split in two: the first thread that allocates (the host's main thread) updates
  * its own half with plain stores, other threads (data-loader workers) use locked atomics on the
@@ -158,5 +159,6 @@ int em_memory_reset_peak(int device) {
 int em_memory_empty_cache(int device) {
   if (em_check_device("memory.empty_cache", device) != 0) return -1;
   if (device == EM_CPU) em_cpu_cache_release();
+  else return em_device_release_cache(device);
   return 0;
 }

@@ -1,0 +1,130 @@
+// common.glsl: what every Ember compute kernel shares (runtime/src/vulkan/vk_kernels.c fills
+// the other side).
+//
+//  - One descriptor-set layout for every kernel: binding 0 is an array of 4 storage buffers,
+//    each seen as 32-bit words. Tensors of every dtype live in them: 8- and 16-bit elements
+//    are packed into words (stores to them use atomics, since neighbours may belong to other
+//    invocations), 64-bit elements take two words. So no kernel needs 8/16-bit storage.
+//  - One push-constant block of 128 bytes (the guaranteed minimum): the element count, up to 4
+//    coalesced dimensions (innermost first) with each operand's strides, the operands' element
+//    offsets, the op code, formats and scalar arguments. Operand 0 is the output.
+//  - A grid-stride loop: element i of the flattened shape maps to one element of each operand.
+//
+// Formats are em_dtype values (ember.h).
+#define F_F32 0u
+#define F_F64 1u
+#define F_F16 2u
+#define F_BF16 3u
+#define F_I8 4u
+#define F_U8 5u
+#define F_I16 6u
+#define F_I32 7u
+#define F_I64 8u
+#define F_BOOL 9u
+
+#define WG_SIZE 256
+layout(local_size_x = WG_SIZE) in;
+
+layout(std430, set = 0, binding = 0) buffer Words { uint w[]; } buf[4];
+
+layout(push_constant) uniform Params {
+  uint n;          // elements in this dispatch
+  uint ndim;       // coalesced dimensions, 1 to 4
+  uint op;         // the kernel's op code
+  uint fmt;        // formats: bits 0-3 operand 0, 4-7 operand 1, 8-11 operand 2, 12-15
+                   // operand 3; higher bits are op flags
+  uint size[4];    // dimension sizes, innermost first
+  int stride[16];  // stride[4 * k + d]: operand k's stride along dimension d, in elements
+  uint base[4];    // element offset of each operand's first element in its buffer
+  uint arg[4];     // scalar arguments (their encoding depends on the kernel)
+} pc;
+
+uint fmt_of(uint k) { return (pc.fmt >> (4u * k)) & 15u; }
+
+// Element offsets of the four operands for flat index i.
+uvec4 element_offsets(uint i) {
+  uvec4 off = uvec4(pc.base[0], pc.base[1], pc.base[2], pc.base[3]);
+  uint r = i;
+  for (uint d = 0u; d < pc.ndim; d++) {
+    uint c = r;
+    if (d + 1u < pc.ndim) {
+      c = r % pc.size[d];
+      r = r / pc.size[d];
+    }
+    // int -> uint keeps the bit pattern: negative strides wrap back correctly.
+    off += uvec4(c) * uvec4(ivec4(pc.stride[d], pc.stride[4 + d], pc.stride[8 + d], pc.stride[12 + d]));
+  }
+  return off;
+}
+
+// ---- raw element access by size. K must be a literal (buffer arrays are indexed by
+// constants only, so no descriptor-indexing feature is needed). ----
+#define LD8(K, e) ((buf[K].w[(e) >> 2] >> (((e) & 3u) * 8u)) & 0xffu)
+#define LD16(K, e) ((buf[K].w[(e) >> 1] >> (((e) & 1u) * 16u)) & 0xffffu)
+#define LD32(K, e) (buf[K].w[e])
+#define LD64(K, e) uvec2(buf[K].w[2u * (e)], buf[K].w[2u * (e) + 1u])
+// Sub-word stores clear, then set their bits, each atomically: other invocations may be
+// writing the other bytes of the same word.
+#define ST8(K, e, v)                                                                    \
+  do {                                                                                  \
+    uint st_w_ = (e) >> 2, st_s_ = ((e) & 3u) * 8u;                                     \
+    atomicAnd(buf[K].w[st_w_], ~(0xffu << st_s_));                                      \
+    atomicOr(buf[K].w[st_w_], ((v) & 0xffu) << st_s_);                                  \
+  } while (false)
+#define ST16(K, e, v)                                                                   \
+  do {                                                                                  \
+    uint st_w_ = (e) >> 1, st_s_ = ((e) & 1u) * 16u;                                    \
+    atomicAnd(buf[K].w[st_w_], ~(0xffffu << st_s_));                                    \
+    atomicOr(buf[K].w[st_w_], ((v) & 0xffffu) << st_s_);                                \
+  } while (false)
+#define ST32(K, e, v) buf[K].w[e] = (v)
+#define ST64(K, e, v)                                                                   \
+  do {                                                                                  \
+    uvec2 st_v_ = (v);                                                                  \
+    buf[K].w[2u * (e)] = st_v_.x;                                                       \
+    buf[K].w[2u * (e) + 1u] = st_v_.y;                                                  \
+  } while (false)
+
+// ---- 16-bit floats, bit-exact with runtime/src/dtype.c (round to nearest even) ----
+float half_to_float(uint h) {
+  uint sign = (h & 0x8000u) << 16;
+  uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0u) {
+    float f = float(m) * 5.9604644775390625e-8;  // subnormal: m * 2^-24
+    return sign != 0u ? -f : f;
+  }
+  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+  return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+uint float_to_half(float f) {
+  uint u = floatBitsToUint(f);
+  uint sign = (u >> 16) & 0x8000u;
+  uint a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity
+  if (a < 0x38800000u) {                          // a subnormal half: a multiple of 2^-24
+    uint m = uint(roundEven(uintBitsToFloat(a) * 16777216.0));
+    return sign | m;
+  }
+  a += 0xc8000fffu + ((a >> 13) & 1u);  // rebias the exponent, round to nearest even
+  return (sign | (a >> 13)) & 0xffffu;
+}
+
+float bf16_to_float(uint b) { return uintBitsToFloat(b << 16); }
+
+uint float_to_bf16(float f) {
+  uint u = floatBitsToUint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;  // quiet NaN
+  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
+}
+
+// ---- the grid-stride loop: main() of a kernel calls run() with its body. ----
+#define GRID_LOOP(BODY)                                                                 \
+  void main() {                                                                         \
+    uint step_ = gl_NumWorkGroups.x * uint(WG_SIZE);                                    \
+    for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step_) {                      \
+      BODY(i);                                                                          \
+      if (pc.n - i <= step_) break;                                                     \
+    }                                                                                   \
+  }

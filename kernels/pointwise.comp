@@ -1,0 +1,299 @@
+#version 450
+// pointwise.comp: the unary, binary and ternary elementwise ops (clamp, lerp, addcmul,
+// addcdiv) of one compute class, chosen by the op code in the push constants: one pipeline per
+// class instead of one per op keeps lavapipe's LLVM compilations few.
+//
+// variants: F32 I32 F64 I64
+//   F32: float arithmetic; storage float32, float16, bfloat16 (converted, rounded to nearest even)
+//   I32: 32-bit integer arithmetic; storage int8, uint8, int16, int32, bool (results truncate to
+//        the storage width, so they wrap as the CPU's do)
+//   F64: double arithmetic (no transcendental functions: GLSL has none for doubles)
+//   I64: 64-bit integer arithmetic
+// Operand 0 is the output (the compute format, or bool for predicates and comparisons), then x
+// (unary), a and b (binary), or x and two more (ternary). Integer division by zero gives 0 (the
+// CPU raises an error instead; docs/devices.md).
+#extension GL_ARB_gpu_shader_int64 : require
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+#if defined(VARIANT_F32)
+#define T float
+#define IS_FLOAT 1
+#define NAN_T uintBitsToFloat(0x7fc00000u)
+#include "math.glsl"
+#elif defined(VARIANT_F64)
+#define T double
+#define IS_FLOAT 1
+#define NAN_T packDouble2x32(uvec2(0u, 0x7ff80000u))
+#include "math64.glsl"
+#elif defined(VARIANT_I32)
+#define T int
+#define IS_FLOAT 0
+#else
+#define T int64_t
+#define IS_FLOAT 0
+#endif
+
+// Op codes: em_unary_op values, 32 + em_binary_op values, then these.
+#define OP_ADD_ALPHA 57u
+#define OP_CLAMP 64u
+#define OP_LERP 65u
+#define OP_ADDCMUL 66u
+#define OP_ADDCDIV 67u
+#define FLAG_HAS_LO (1u << 16)
+#define FLAG_HAS_HI (1u << 17)
+
+// ---- typed access: operands 1-3 share the compute format; operand 0 may be bool ----
+#if defined(VARIANT_F32)
+#define DEFINE_LOAD(K)                                                                   \
+  T load##K(uint e) {                                                                   \
+    uint f = fmt_of(K);                                                                 \
+    if (f == F_F32) return uintBitsToFloat(LD32(K, e));                                 \
+    if (f == F_F16) return half_to_float(LD16(K, e));                                   \
+    return bf16_to_float(LD16(K, e));                                                   \
+  }
+void store_value(uint e, T v) {
+  uint f = fmt_of(0u);
+  if (f == F_F32) ST32(0, e, floatBitsToUint(v));
+  else if (f == F_F16) ST16(0, e, float_to_half(v));
+  else ST16(0, e, float_to_bf16(v));
+}
+T scalar_arg() { return uintBitsToFloat(pc.arg[0]); }
+#elif defined(VARIANT_F64)
+#define DEFINE_LOAD(K)                                                                   \
+  T load##K(uint e) { return packDouble2x32(LD64(K, e)); }
+void store_value(uint e, T v) { ST64(0, e, unpackDouble2x32(v)); }
+T scalar_arg() { return packDouble2x32(uvec2(pc.arg[0], pc.arg[1])); }
+#elif defined(VARIANT_I32)
+// Sign- or zero-extended to int; bool reads as 0 or 1.
+#define DEFINE_LOAD(K)                                                                   \
+  T load##K(uint e) {                                                                   \
+    uint f = fmt_of(K);                                                                 \
+    if (f == F_I32) return int(LD32(K, e));                                             \
+    if (f == F_I16) return bitfieldExtract(int(LD16(K, e)), 0, 16);                     \
+    if (f == F_I8) return bitfieldExtract(int(LD8(K, e)), 0, 8);                        \
+    if (f == F_U8) return int(LD8(K, e));                                               \
+    return LD8(K, e) != 0u ? 1 : 0;                                                     \
+  }
+void store_value(uint e, T v) {
+  uint f = fmt_of(0u);
+  if (f == F_I32) ST32(0, e, uint(v));
+  else if (f == F_I16) ST16(0, e, uint(v));
+  else if (f == F_BOOL) ST8(0, e, v != 0 ? 1u : 0u);
+  else ST8(0, e, uint(v));
+}
+T scalar_arg() { return int(pc.arg[0]); }
+#else
+#define DEFINE_LOAD(K)                                                                   \
+  T load##K(uint e) { return int64_t(packUint2x32(LD64(K, e))); }
+void store_value(uint e, T v) { ST64(0, e, unpackUint2x32(uint64_t(v))); }
+T scalar_arg() { return int64_t(packUint2x32(uvec2(pc.arg[0], pc.arg[1]))); }
+#endif
+DEFINE_LOAD(1)
+DEFINE_LOAD(2)
+DEFINE_LOAD(3)
+
+void store_bool(uint e, bool v) { ST8(0, e, v ? 1u : 0u); }
+
+const T ZERO = T(0), ONE = T(1);
+
+#if IS_FLOAT
+bool is_nan(T x) { return isnan(x); }
+#else
+bool is_nan(T x) { return false; }
+// Width of the storage format, for shifts.
+uint int_bits() {
+  uint f = fmt_of(1u);
+#if defined(VARIANT_I32)
+  return f == F_I32 ? 32u : f == F_I16 ? 16u : 8u;
+#else
+  return 64u;
+#endif
+}
+T int_floordiv(T a, T b) {
+  if (b == ZERO) return ZERO;
+  if (b == -ONE) return -a;  // wraps for the most negative value, as the CPU's does
+  T q = a / b, r = a - q * b;
+  return (r != ZERO && (r < ZERO) != (b < ZERO)) ? q - ONE : q;
+}
+T int_fmod(T a, T b) {
+  if (b == ZERO || b == -ONE) return ZERO;
+  return a - (a / b) * b;
+}
+T int_pow(T a, T b) {
+  if (b < ZERO) return ZERO;
+  T r = ONE, base = a;
+  for (T e = b; e != ZERO; e >>= 1) {  // at most 64 rounds; products wrap
+    if ((e & ONE) != ZERO) r *= base;
+    base *= base;
+  }
+  return r;
+}
+#endif
+
+// ---- unary ----
+T unary_op(uint op, T x) {
+  switch (op) {
+  case 0u: return -x;
+  case 1u: return abs(x);
+  case 2u: return x > ZERO ? ONE : (x < ZERO ? -ONE : ZERO);  // sign(NaN) = 0
+  case 14u: return x < ZERO ? ZERO : x;                       // relu keeps NaN and -0
+  case 24u: return x * x;
+#if IS_FLOAT
+  case 7u: return x < ZERO ? NAN_T : sqrt(x);  // NaN outside the domain, as in C
+  case 8u: return x < ZERO ? NAN_T : ONE / sqrt(x);
+  case 19u: return floor(x);
+  case 20u: return ceil(x);
+  case 21u: return roundEven(x);
+  case 22u: return trunc(x);
+  case 23u: return ONE / x;
+#else
+  case 19u: case 20u: case 21u: case 22u: return x;  // roundings are the identity on integers
+  case 30u: return fmt_of(1u) == F_BOOL ? (x == ZERO ? ONE : ZERO) : ~x;
+#endif
+#if defined(VARIANT_F32)
+  case 3u: return exp_f(x);
+  case 4u: return log_f(x);
+  case 5u: return log1p_f(x);
+  case 6u: return expm1_f(x);
+  case 9u: return sin(x);
+  case 10u: return cos(x);
+  case 11u: return tan(x);
+  case 12u: return tanh_f(x);
+  case 13u: return 1.0 / (1.0 + exp_f(-x));
+  case 15u: return 0.5 * x * (1.0 + erf_f(x * 0.70710678118654752440));
+  case 16u: return 0.5 * x * (1.0 + tanh_f(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+  case 17u: return x / (1.0 + exp_f(-x));
+  case 18u: return x > 20.0 ? x : log1p_f(exp_f(x));
+  case 25u: return erf_f(x);
+#endif
+  }
+  return x;
+}
+
+bool predicate_op(uint op, T x) {
+  switch (op) {
+#if IS_FLOAT
+  case 26u: return isnan(x);
+  case 27u: return isinf(x);
+  case 28u: return !isnan(x) && !isinf(x);
+#else
+  case 26u: return false;
+  case 27u: return false;
+  case 28u: return true;
+#endif
+  }
+  return x == ZERO;  // logical_not
+}
+
+// ---- binary ----
+T binary_op(uint op, T a, T b) {
+#if !IS_FLOAT
+  if (fmt_of(1u) == F_BOOL) {  // bool arithmetic is logic: add = or, mul = and
+    bool x = a != ZERO, y = b != ZERO;
+    switch (op) {
+    case 32u: case 40u: return (x || y) ? ONE : ZERO;
+    case 34u: case 41u: return (x && y) ? ONE : ZERO;
+    case OP_ADD_ALPHA: return (x || (scalar_arg() != ZERO && y)) ? ONE : ZERO;
+    }
+  }
+#endif
+  switch (op) {
+  case 32u: return a + b;
+  case 33u: return a - b;
+  case 34u: return a * b;
+  case OP_ADD_ALPHA: return a + scalar_arg() * b;
+#if IS_FLOAT
+  case 35u: return a / b;
+  case 40u: return (a > b || is_nan(a)) ? a : b;  // NaN on either side wins
+  case 41u: return (a < b || is_nan(a)) ? a : b;
+#else
+  case 35u: return int_floordiv(a, b);
+  case 40u: return a > b ? a : b;
+  case 41u: return a < b ? a : b;
+  case 36u: return int_floordiv(a, b);
+  case 37u: return int_pow(a, b);
+  case 38u: return int_fmod(a, b);
+  case 39u: {
+    T r = int_fmod(a, b);
+    return (r != ZERO && (r < ZERO) != (b < ZERO)) ? r + b : r;
+  }
+  case 52u: return a & b;
+  case 53u: return a | b;
+  case 54u: return a ^ b;
+  case 55u: return (b < ZERO || b >= T(int_bits())) ? ZERO : a << b;
+  case 56u: return (b < ZERO || b >= T(int_bits())) ? (a < ZERO ? -ONE : ZERO) : a >> b;
+#endif
+#if defined(VARIANT_F32)
+  case 36u: return floordiv_f(a, b);
+  case 37u: return pow_f(a, b);
+  case 38u: return fmod_f(a, b);
+  case 39u: return remainder_f(a, b);
+  case 42u: return atan2_f(a, b);
+#elif defined(VARIANT_F64)
+  case 36u: return floordiv_d(a, b);
+  case 38u: return fmod_d(a, b);
+  case 39u: return remainder_d(a, b);
+#endif
+  }
+  return a;
+}
+
+bool compare_op(uint op, T a, T b) {
+  switch (op) {
+  case 43u: return a == b;
+  case 44u: return a != b;
+  case 45u: return a < b;
+  case 46u: return a <= b;
+  case 47u: return a > b;
+  case 48u: return a >= b;
+  case 49u: return a != ZERO && b != ZERO;
+  case 50u: return a != ZERO || b != ZERO;
+  }
+  return (a != ZERO) != (b != ZERO);  // logical_xor
+}
+
+// ---- ternary ----
+T clamp_op(T v, uint e2, uint e3) {
+  if ((pc.fmt & FLAG_HAS_LO) != 0u) {
+    T lo = load2(e2);
+    if (v < lo || is_nan(lo)) v = lo;
+  }
+  if ((pc.fmt & FLAG_HAS_HI) != 0u) {
+    T hi = load3(e3);
+    if (v > hi || is_nan(hi)) v = hi;
+  }
+  return v;
+}
+
+void body(uint i) {
+  uvec4 off = element_offsets(i);
+  uint op = pc.op;
+  if (op < 32u) {
+    T x = load1(off.y);
+    if (op >= 26u && op <= 29u) store_bool(off.x, predicate_op(op, x));
+    else store_value(off.x, unary_op(op, x));
+  } else if (op < 64u) {
+    T a = load1(off.y), b = load2(off.z);
+    if (op >= 43u && op <= 51u) store_bool(off.x, compare_op(op, a, b));
+    else store_value(off.x, binary_op(op, a, b));
+  } else if (op == OP_CLAMP) {
+    store_value(off.x, clamp_op(load1(off.y), off.z, off.w));
+  } else {
+    T x = load1(off.y), a = load2(off.z), b = load3(off.w);
+    if (op == OP_ADDCMUL) {
+      store_value(off.x, x + scalar_arg() * a * b);
+    } else {
+#if IS_FLOAT
+      if (op == OP_ADDCDIV) {
+        store_value(off.x, x + scalar_arg() * a / b);
+      } else {  // lerp(start = x, end = a, weight = b), exact at both ends (PyTorch's formula)
+        T r = (b < T(0.5) && b > T(-0.5)) ? x + b * (a - x) : a - (a - x) * (ONE - b);
+        store_value(off.x, r);
+      }
+#endif
+    }
+  }
+}
+
+GRID_LOOP(body)

@@ -1,0 +1,273 @@
+/*
+ * vk.h: what the Vulkan backend's files share. The backend is split by concern:
+ *   vk_loader.c    dlopen("libvulkan.so.1") and the function tables (nothing links Vulkan)
+ *   vk_instance.c  the instance, discovery of physical devices, their features, registration
+ *   vk_device.c    starting a device: logical device, queue, command pool, test hooks
+ *   vk_memory.c    the caching allocator: large VkDeviceMemory slabs cut into blocks
+ *   vk_command.c   command-buffer batches, fences, barriers from per-block hazard tracking
+ *   vk_transfer.c  host <-> device copies through host-visible staging buffers
+ *   vk_pipeline.c  the shared descriptor-set layout, lazy pipelines, the on-disk cache
+ *   vk_kernels.c   the kernel-table functions: push constants, dispatches
+ *   vk_backend.c   the kernel table and the registry callbacks
+ * Every entry point that touches a device takes its lock: recording and submission are
+ * serialized per device (data-loader threads may create tensors too).
+ */
+#ifndef EMBER_VK_H
+#define EMBER_VK_H
+
+#define VK_NO_PROTOTYPES
+#include <pthread.h>
+#include <vulkan/vulkan.h>
+
+#include "../backend.h"
+#include "../device.h"
+
+/* ---- function tables (vk_loader.c) ---------------------------------------------------------- */
+#define VK_GLOBAL_FUNCS(X)                                                                     \
+  X(vkCreateInstance) X(vkEnumerateInstanceExtensionProperties)                               \
+  X(vkEnumerateInstanceLayerProperties) X(vkEnumerateInstanceVersion)
+
+#define VK_INSTANCE_FUNCS(X)                                                                   \
+  X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)         \
+  X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                           \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties)          \
+  X(vkGetPhysicalDeviceMemoryProperties2) X(vkEnumerateDeviceExtensionProperties)             \
+  X(vkCreateDevice) X(vkGetDeviceProcAddr)
+
+#define VK_DEBUG_FUNCS(X) X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
+
+#define VK_DEVICE_FUNCS(X)                                                                     \
+  X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkAllocateMemory)              \
+  X(vkFreeMemory) X(vkMapMemory) X(vkUnmapMemory) X(vkInvalidateMappedMemoryRanges)           \
+  X(vkFlushMappedMemoryRanges) X(vkCreateBuffer) X(vkDestroyBuffer)                           \
+  X(vkGetBufferMemoryRequirements) X(vkBindBufferMemory) X(vkCreateCommandPool)               \
+  X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                   \
+  X(vkResetCommandBuffer) X(vkCreateFence) X(vkResetFences) X(vkWaitForFences)                \
+  X(vkQueueSubmit) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdDispatch)                \
+  X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdBindDescriptorSets)                       \
+  X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)                \
+  X(vkCreatePipelineLayout) X(vkCreateDescriptorSetLayout) X(vkCreateDescriptorPool)          \
+  X(vkResetDescriptorPool) X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets)              \
+  X(vkCreatePipelineCache) X(vkGetPipelineCacheData)
+
+#define VK_DECLARE_FN(name) PFN_##name name;
+typedef struct vk_global_fns {
+  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+  VK_GLOBAL_FUNCS(VK_DECLARE_FN)
+  VK_INSTANCE_FUNCS(VK_DECLARE_FN)
+  VK_DEBUG_FUNCS(VK_DECLARE_FN)
+} vk_global_fns;
+
+typedef struct vk_device_fns {
+  VK_DEVICE_FUNCS(VK_DECLARE_FN)
+  PFN_vkCmdPushDescriptorSetKHR vkCmdPushDescriptorSetKHR; /* NULL without the extension */
+} vk_device_fns;
+
+extern vk_global_fns vkg; /* valid once em_vk_load_loader() succeeded */
+
+/* Loads the loader and its global functions: 0, or -1 with a reason in `why`. */
+int em_vk_load_loader(char *why, size_t cap);
+int em_vk_load_instance_fns(VkInstance instance);
+int em_vk_load_device_fns(VkDevice device, vk_device_fns *fn, bool push_descriptors);
+
+/* "VK_ERROR_OUT_OF_DEVICE_MEMORY" for error messages. */
+const char *em_vk_result_name(VkResult r);
+
+/* ---- test hooks (EMBER_VK_TEST, comma-separated; docs/devices.md) ---------------------------- */
+enum {
+  VK_TEST_FAIL_START = 1,        /* "fail-start": starting any Vulkan device fails */
+  VK_TEST_SOFTWARE_AS_GPU = 2,   /* "software-as-gpu": CPU-type drivers rank as integrated GPUs */
+  VK_TEST_NO_PUSH_DESCRIPTORS = 4, /* "no-push-descriptors": use descriptor pools instead */
+  VK_TEST_SMALL_GRID = 8          /* "small-grid": dispatch at most 2 workgroups */
+};
+unsigned em_vk_test_hooks(void);
+
+/* ---- memory (vk_memory.c) --------------------------------------------------------------------- */
+typedef struct vk_range vk_range;
+typedef struct vk_slab {
+  VkDeviceMemory memory;
+  VkBuffer buffer;            /* one buffer over the whole slab; blocks bind sub-ranges */
+  uint64_t size, used;
+  bool large;                 /* from the pool of large blocks */
+  vk_range *free;             /* free ranges sorted by offset */
+  struct vk_slab *next;
+} vk_slab;
+
+/* A storage's memory (em_storage.backend_ctx). The epochs drive barriers (vk_command.c). */
+typedef struct vk_block {
+  vk_slab *slab;
+  uint64_t offset, size;
+  uint64_t read_epoch, write_epoch;
+} vk_block;
+
+typedef struct vk_memory {
+  uint32_t type_index;        /* device-local memory type for tensors */
+  uint32_t heap_index;
+  uint32_t staging_type;      /* host-visible memory type for staging */
+  bool staging_coherent;
+  uint64_t align;             /* block alignment (minStorageBufferOffsetAlignment, at least 16) */
+  uint64_t small_slab, large_slab, max_slab;
+  vk_slab *slabs;
+  int64_t reserved;
+} vk_memory;
+
+/* ---- staging buffers (vk_transfer.c) ------------------------------------------------------------ */
+typedef struct vk_staging {
+  VkDeviceMemory memory;
+  VkBuffer buffer;
+  void *mapped;
+  uint64_t size;
+  uint64_t busy_until;        /* the submission serial that must complete before reuse */
+  struct vk_staging *next;
+} vk_staging;
+
+/* ---- command batches (vk_command.c) -------------------------------------------------------------- */
+enum { VK_FRAMES = 4, VK_BATCH_DISPATCHES = 256 };
+typedef struct vk_frame {
+  VkCommandBuffer cmd;
+  VkFence fence;
+  VkDescriptorPool pool;      /* descriptor sets when push descriptors are off */
+  uint32_t pool_sets;
+  bool recording, pending;
+  uint64_t serial;            /* its submission number once pending */
+  uint32_t dispatches;
+} vk_frame;
+
+/* ---- pipelines (vk_pipeline.c) ------------------------------------------------------------------- */
+typedef enum vk_kernel_id {
+  VK_KERNEL_COPY, VK_KERNEL_CAST, VK_KERNEL_CAST_F64,
+  VK_KERNEL_PW_F32, VK_KERNEL_PW_I32, VK_KERNEL_PW_F64, VK_KERNEL_PW_I64,
+  VK_NUM_KERNELS
+} vk_kernel_id;
+
+/* The push constants every kernel receives (kernels/common.glsl). */
+typedef struct vk_params {
+  uint32_t n, ndim, op, fmt;
+  uint32_t size[4];
+  int32_t stride[16];
+  uint32_t base[4];
+  uint32_t arg[4];
+} vk_params;
+_Static_assert(sizeof(vk_params) == 128, "push constants must fit the guaranteed 128 bytes");
+
+/* ---- a device ------------------------------------------------------------------------------------ */
+typedef struct vk_device {
+  int id;                     /* Ember's device id */
+  int index;                  /* N of vulkan:N */
+  em_backend table;           /* em_vulkan_backend with this device's name */
+  char name[32];
+  /* discovery */
+  VkPhysicalDevice phys;
+  VkPhysicalDeviceProperties props;
+  VkPhysicalDeviceMemoryProperties memprops;
+  em_device_type type;
+  uint32_t queue_family;
+  uint32_t features;          /* EM_FEATURE_* */
+  uint32_t subgroup_size;
+  uint64_t max_alloc;         /* maxMemoryAllocationSize */
+  uint64_t max_range;         /* maxStorageBufferRange */
+  char driver[128];
+  bool has_budget_ext, has_push_ext;
+  /* started */
+  pthread_mutex_t lock;
+  bool started;
+  VkDevice dev;
+  VkQueue queue;
+  vk_device_fns fn;
+  bool push_descriptors;      /* using VK_KHR_push_descriptor */
+  VkCommandPool cmd_pool;
+  vk_frame frames[VK_FRAMES];
+  int current;                /* the frame being recorded */
+  uint64_t next_serial, completed_serial;
+  uint64_t epoch;             /* bumped by every barrier (vk_command.c) */
+  VkPipeline bound;           /* last pipeline bound in the current command buffer */
+  vk_memory mem;
+  vk_staging *staging;
+  uint64_t staging_bytes;
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout pipe_layout;
+  VkPipelineCache pipe_cache;
+  VkPipeline pipelines[VK_NUM_KERNELS];
+  int pipelines_created;
+  char cache_path[512];
+} vk_device;
+
+extern VkInstance em_vk_instance;
+extern int64_t em_vk_validation_messages;
+extern bool em_vk_validation_active; /* a validation layer reports to our messenger */
+
+/* Looks up the started device of an Ember device id (NULL if it is not a Vulkan device). */
+vk_device *em_vk_device(int device_id);
+
+/* vk_device.c */
+int em_vk_start(void *ctx);
+void em_vk_info(void *ctx, em_device_info *out);
+
+/* vk_memory.c */
+int em_vk_memory_init(vk_device *D);
+int em_vk_storage_alloc(em_storage *s);
+void em_vk_storage_free(em_storage *s);
+int em_vk_empty_cache(void *ctx);
+/* Allocates raw memory of a type for a buffer with the given usage (staging buffers). */
+int em_vk_alloc_buffer(vk_device *D, uint64_t size, uint32_t type_index, VkBufferUsageFlags usage,
+                       VkBuffer *buffer, VkDeviceMemory *memory);
+
+/* vk_command.c: all with D->lock held. */
+int em_vk_command_init(vk_device *D);
+/* The command buffer being recorded (begun on demand), or NULL with an error. */
+VkCommandBuffer em_vk_cmd(vk_device *D);
+/* Records a barrier when an access to these blocks depends on an unsynchronized earlier one,
+ * then marks the accesses: `reads` and `writes` are arrays of blocks (NULL entries skipped). */
+void em_vk_hazards(vk_device *D, VkCommandBuffer cmd, vk_block *const *reads, int nreads,
+                   vk_block *const *writes, int nwrites);
+/* Ends and submits the current batch (no wait). */
+int em_vk_submit(vk_device *D);
+/* Submits, then waits until every submitted batch completes. */
+int em_vk_wait_idle(vk_device *D);
+/* Waits until submission `serial` has completed. */
+int em_vk_wait_serial(vk_device *D, uint64_t serial);
+/* Notes one more dispatch; submits the batch when it is long enough. */
+int em_vk_count_dispatch(vk_device *D);
+int em_vk_synchronize(void *ctx);
+
+/* vk_transfer.c */
+int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes);
+int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes);
+void em_vk_staging_release_all(vk_device *D);
+
+/* vk_pipeline.c */
+int em_vk_pipeline_init(vk_device *D);
+/* Records one dispatch of kernel k over n elements (the push constants say how) with up to 4
+ * operands (operand 0 is written, NULL operands are unused). */
+int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,
+                   int nops);
+/* Whether the device can run kernel k (its SPIR-V needs features the device may lack). */
+bool em_vk_kernel_supported(const vk_device *D, vk_kernel_id k);
+
+/* vk_kernels.c: the kernel-table functions. */
+int em_vk_copy(em_tensor *dst, const em_tensor *src);
+int em_vk_fill(em_tensor *dst, double value);
+int em_vk_arange(em_tensor *out, double start, double step);
+int em_vk_linspace(em_tensor *out, double start, double end);
+int em_vk_unary(em_unary_op op, em_tensor *out, const em_tensor *x);
+int em_vk_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                 double alpha);
+int em_vk_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b);
+int em_vk_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+int em_vk_lerp(em_tensor *out, const em_tensor *start, const em_tensor *end,
+               const em_tensor *weight);
+int em_vk_addc(int divide, em_tensor *out, const em_tensor *x, const em_tensor *t1,
+               const em_tensor *t2, double value);
+
+extern const em_backend em_vulkan_backend;
+
+/* The embedded SPIR-V (generated by CMake from the kernels directory: spirv.c). */
+typedef struct em_spirv_module {
+  const char *name;           /* "pointwise_F32": file name, then the variant */
+  const uint32_t *words;
+  size_t size;                /* bytes */
+} em_spirv_module;
+extern const em_spirv_module em_spirv_modules[];
+extern const size_t em_spirv_module_count;
+
+#endif

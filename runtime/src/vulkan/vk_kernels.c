@@ -1,0 +1,319 @@
+/*
+ * vk_kernels.c: the kernel-table functions of the Vulkan device (backend.h states what each
+ * slot receives: same-shaped operands, inputs broadcast and cast to the compute dtype).
+ *
+ * Each call turns its operands into push constants (kernels/common.glsl): dimensions of size 1
+ * are dropped and neighbouring dimensions that are contiguous for every operand merged, so a
+ * contiguous op, or one with a broadcast scalar, becomes a single dimension. The kernels take up
+ * to 4 dimensions (128 bytes of push constants hold no more strides for 4 operands); the rare
+ * view that keeps more is split: one dispatch per index of the outer dimensions.
+ *
+ * Which kernel: copy.comp moves bytes (copies, fills, where) for every dtype; cast.comp converts
+ * and generates ranges; pointwise.comp computes, one pipeline per compute class (F32 for
+ * float32/float16/bfloat16, I32 for the narrow integers and bool, F64, I64). Ops a class lacks
+ * (transcendental functions on float64: GLSL has none for doubles) raise "not implemented".
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "vk.h"
+
+/* Op codes beyond the em_unary_op / 32 + em_binary_op ranges (kernels/pointwise.comp). */
+enum { OP_ADD_ALPHA = 57, OP_CLAMP = 64, OP_LERP = 65, OP_ADDCMUL = 66, OP_ADDCDIV = 67 };
+enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17 };
+enum { COPY_OP_COPY, COPY_OP_FILL, COPY_OP_WHERE };
+enum { CAST_OP_CAST, CAST_OP_ARANGE, CAST_OP_LINSPACE, CAST_OP_ARANGE_INT };
+
+/* Float to integer without undefined behaviour: NaN gives 0, out-of-range saturates. */
+static int64_t sat_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+/* ---- geometry -------------------------------------------------------------------------------- */
+
+typedef struct geometry {
+  int ndim;                           /* after coalescing, outermost first */
+  int64_t size[EM_MAX_DIMS];
+  int64_t stride[4][EM_MAX_DIMS];
+  int64_t offset[4];
+} geometry;
+
+/* Operands share ts[0]'s shape; NULL operands get stride 0 (they are not read). */
+static void build_geometry(geometry *g, const em_tensor *const *ts, int nops) {
+  g->ndim = 0;
+  for (int k = 0; k < 4; k++) g->offset[k] = k < nops && ts[k] ? ts[k]->offset : 0;
+  const em_tensor *out = ts[0];
+  for (int d = 0; d < out->ndim; d++) {
+    if (out->sizes[d] == 1) continue;
+    int n = g->ndim;
+    for (int k = 0; k < 4; k++) g->stride[k][n] = k < nops && ts[k] ? ts[k]->strides[d] : 0;
+    g->size[n] = out->sizes[d];
+    /* Merge with the previous dimension when every operand steps over it contiguously. */
+    bool merge = n > 0;
+    for (int k = 0; k < 4 && merge; k++)
+      merge = g->stride[k][n - 1] == g->stride[k][n] * g->size[n];
+    if (merge) {
+      g->size[n - 1] *= g->size[n];
+      for (int k = 0; k < 4; k++) g->stride[k][n - 1] = g->stride[k][n];
+    } else {
+      g->ndim++;
+    }
+  }
+  if (g->ndim == 0) { /* a single element */
+    g->ndim = 1;
+    g->size[0] = 1;
+    for (int k = 0; k < 4; k++) g->stride[k][0] = 0;
+  }
+}
+
+static int too_large(const vk_device *D, const char *fn) {
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                           "%s: not implemented on %s for more than 2^32 elements or strides "
+                           "beyond 2^31", fn, D->name);
+}
+
+/* Records the dispatches of kernel k over the geometry; p holds op, fmt and args. */
+static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
+               const em_tensor *const *ts, int nops) {
+  geometry g;
+  build_geometry(&g, ts, nops);
+  int inner = g.ndim < 4 ? g.ndim : 4, outer = g.ndim - inner;
+  int64_t n = 1;
+  for (int d = 0; d < g.ndim; d++) {
+    if (d >= outer) n *= g.size[d];
+    for (int q = 0; q < 4; q++)
+      if (g.stride[q][d] > INT32_MAX || g.stride[q][d] < -INT32_MAX) return too_large(D, fn);
+  }
+  if (n > UINT32_MAX) return too_large(D, fn);
+  p->n = (uint32_t)n;
+  p->ndim = (uint32_t)inner;
+  for (int d = 0; d < 4; d++) {
+    int src = g.ndim - 1 - d; /* innermost first */
+    p->size[d] = d < inner ? (uint32_t)g.size[src] : 1;
+    for (int q = 0; q < nops; q++) /* beyond nops, stride[] may carry arguments (linspace) */
+      p->stride[4 * q + d] = d < inner ? (int32_t)g.stride[q][src] : 0;
+  }
+  /* One dispatch per index of the outer dimensions (none when ndim <= 4). */
+  int64_t index[EM_MAX_DIMS] = {0};
+  for (;;) {
+    for (int q = 0; q < 4; q++) {
+      int64_t off = g.offset[q];
+      for (int d = 0; d < outer; d++) off += index[d] * g.stride[q][d];
+      if (off < 0 || off > UINT32_MAX) return too_large(D, fn);
+      p->base[q] = (uint32_t)off;
+    }
+    if (em_vk_dispatch(D, k, p, ts, nops) != 0) return -1;
+    int d = outer - 1;
+    while (d >= 0 && ++index[d] == g.size[d]) index[d--] = 0;
+    if (d < 0) return 0;
+  }
+}
+
+static uint32_t formats(const em_tensor *const *ts, int nops) {
+  uint32_t f = 0;
+  for (int k = 0; k < nops; k++)
+    if (ts[k]) f |= (uint32_t)ts[k]->dtype_id << (4 * k);
+  return f;
+}
+
+/* Locks the operands' device around the dispatches. */
+static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor *const *ts,
+                  int nops) {
+  vk_device *D = em_vk_device(ts[0]->device_id);
+  if (!em_vk_kernel_supported(D, k))
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                             "%s: not implemented on %s for float64 (the device lacks "
+                             "shaderFloat64)", fn, D->name);
+  p->fmt |= formats(ts, nops);
+  pthread_mutex_lock(&D->lock);
+  int rc = run(D, fn, k, p, ts, nops);
+  pthread_mutex_unlock(&D->lock);
+  return rc;
+}
+
+static int not_implemented(const char *fn, const em_tensor *t) {
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s for %s", fn,
+                           em_device_name(t->device_id), em_dtype_name((em_dtype)t->dtype_id));
+}
+
+/* ---- compute classes ------------------------------------------------------------------------- */
+
+static vk_kernel_id class_of(em_dtype d) {
+  switch (d) {
+  case EM_FLOAT32: case EM_FLOAT16: case EM_BFLOAT16: return VK_KERNEL_PW_F32;
+  case EM_FLOAT64: return VK_KERNEL_PW_F64;
+  case EM_INT64: return VK_KERNEL_PW_I64;
+  default: return VK_KERNEL_PW_I32;
+  }
+}
+
+/* A scalar argument in the class's encoding (pointwise.comp's scalar_arg). */
+static void put_scalar(vk_params *p, vk_kernel_id k, double v) {
+  if (k == VK_KERNEL_PW_F32) {
+    float f = (float)v;
+    memcpy(&p->arg[0], &f, 4);
+  } else if (k == VK_KERNEL_PW_F64) {
+    memcpy(&p->arg[0], &v, 8);
+  } else {
+    int64_t i = sat_i64(v);
+    memcpy(&p->arg[0], &i, 8);
+  }
+}
+
+/* float64 has the arithmetic, roundings and comparisons, not the transcendental functions. */
+static bool f64_unary_ok(em_unary_op op) {
+  switch (op) {
+  case EM_EXP: case EM_LOG: case EM_LOG1P: case EM_EXPM1: case EM_SIN: case EM_COS: case EM_TAN:
+  case EM_TANH: case EM_SIGMOID: case EM_GELU: case EM_GELU_TANH: case EM_SILU: case EM_SOFTPLUS:
+  case EM_ERF:
+    return false;
+  default: return true;
+  }
+}
+
+static bool f64_binary_ok(em_binary_op op) { return op != EM_POW && op != EM_ATAN2; }
+
+/* ---- the slots --------------------------------------------------------------------------------- */
+
+int em_vk_copy(em_tensor *dst, const em_tensor *src) {
+  const em_tensor *ts[2] = {dst, src};
+  vk_params p = {0};
+  if (dst->dtype_id == src->dtype_id) {
+    p.op = COPY_OP_COPY;
+    return launch("copy_", VK_KERNEL_COPY, &p, ts, 2);
+  }
+  p.op = CAST_OP_CAST;
+  bool f64 = dst->dtype_id == EM_FLOAT64 || src->dtype_id == EM_FLOAT64;
+  return launch("to", f64 ? VK_KERNEL_CAST_F64 : VK_KERNEL_CAST, &p, ts, 2);
+}
+
+int em_vk_fill(em_tensor *dst, double value) {
+  vk_params p = {0};
+  p.op = COPY_OP_FILL;
+  uint64_t pattern = 0;
+  em_store_from_double(&pattern, (em_dtype)dst->dtype_id, value);
+  memcpy(&p.arg[0], &pattern, 8);
+  const em_tensor *ts[1] = {dst};
+  return launch("fill_", VK_KERNEL_COPY, &p, ts, 1);
+}
+
+static bool integral(double v) { return isfinite(v) && v == floor(v) && fabs(v) < 9.0e15; }
+
+/* start and step (and end for linspace) in the cast kernel's encoding. */
+static void put_range(vk_params *p, vk_kernel_id k, double start, double step, double end) {
+  if (k == VK_KERNEL_CAST_F64) {
+    memcpy(&p->arg[0], &start, 8);
+    memcpy(&p->arg[2], &step, 8);
+    memcpy(&p->stride[8], &end, 8);
+  } else {
+    float s = (float)start, t = (float)step, e = (float)end;
+    memcpy(&p->arg[0], &s, 4);
+    memcpy(&p->arg[2], &t, 4);
+    memcpy(&p->stride[8], &e, 4);
+  }
+}
+
+int em_vk_arange(em_tensor *out, double start, double step) {
+  vk_device *D = em_vk_device(out->device_id);
+  vk_params p = {0};
+  const em_tensor *ts[1] = {out};
+  int64_t n = out->sizes[0];
+  if (!em_dtypes[out->dtype_id].is_float && integral(start) && integral(step) &&
+      integral(start + step * (double)n)) {
+    /* Exact in int64, as the CPU's double arithmetic is for such values. */
+    p.op = CAST_OP_ARANGE_INT;
+    int64_t s = (int64_t)start, t = (int64_t)step;
+    memcpy(&p.arg[0], &s, 8);
+    memcpy(&p.arg[2], &t, 8);
+    return launch("arange", VK_KERNEL_CAST, &p, ts, 1);
+  }
+  /* In double where the device has it (the CPU computes start + i * step in double). */
+  vk_kernel_id k = (D->features & EM_FEATURE_FLOAT64) ? VK_KERNEL_CAST_F64 : VK_KERNEL_CAST;
+  p.op = CAST_OP_ARANGE;
+  put_range(&p, k, start, step, 0);
+  return launch("arange", k, &p, ts, 1);
+}
+
+int em_vk_linspace(em_tensor *out, double start, double end) {
+  vk_device *D = em_vk_device(out->device_id);
+  int64_t n = out->sizes[0];
+  double step = n > 1 ? (end - start) / (double)(n - 1) : 0;
+  vk_kernel_id k = (D->features & EM_FEATURE_FLOAT64) ? VK_KERNEL_CAST_F64 : VK_KERNEL_CAST;
+  vk_params p = {0};
+  p.op = CAST_OP_LINSPACE;
+  put_range(&p, k, start, step, end);
+  const em_tensor *ts[1] = {out};
+  return launch("linspace", k, &p, ts, 1);
+}
+
+int em_vk_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
+  vk_kernel_id k = class_of((em_dtype)x->dtype_id);
+  const char *fn = em_unary_name(op);
+  if (k == VK_KERNEL_PW_F64 && !f64_unary_ok(op)) return not_implemented(fn, x);
+  vk_params p = {0};
+  p.op = (uint32_t)op;
+  const em_tensor *ts[2] = {out, x};
+  return launch(fn, k, &p, ts, 2);
+}
+
+int em_vk_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                 double alpha) {
+  vk_kernel_id k = class_of((em_dtype)a->dtype_id);
+  const char *fn = em_binary_name(op);
+  if (k == VK_KERNEL_PW_F64 && !f64_binary_ok(op)) return not_implemented(fn, a);
+  vk_params p = {0};
+  p.op = 32u + (uint32_t)op;
+  if ((op == EM_ADD || op == EM_SUB) && alpha != 1.0) {
+    /* a - alpha * b is a + (-alpha) * b; integers negate the saturated integer alpha. */
+    p.op = OP_ADD_ALPHA;
+    if (k == VK_KERNEL_PW_F32 || k == VK_KERNEL_PW_F64) {
+      put_scalar(&p, k, op == EM_SUB ? -alpha : alpha);
+    } else {
+      int64_t i = sat_i64(alpha);
+      if (op == EM_SUB) i = (int64_t)(0u - (uint64_t)i);
+      memcpy(&p.arg[0], &i, 8);
+    }
+  }
+  const em_tensor *ts[3] = {out, a, b};
+  return launch(fn, k, &p, ts, 3);
+}
+
+int em_vk_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b) {
+  vk_params p = {0};
+  p.op = COPY_OP_WHERE;
+  const em_tensor *ts[4] = {out, cond, a, b};
+  return launch("where", VK_KERNEL_COPY, &p, ts, 4);
+}
+
+int em_vk_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi) {
+  vk_params p = {0};
+  p.op = OP_CLAMP;
+  p.fmt = (lo ? FLAG_HAS_LO : 0) | (hi ? FLAG_HAS_HI : 0);
+  const em_tensor *ts[4] = {out, x, lo, hi};
+  return launch("clamp", class_of((em_dtype)out->dtype_id), &p, ts, 4);
+}
+
+int em_vk_lerp(em_tensor *out, const em_tensor *start, const em_tensor *end,
+               const em_tensor *weight) {
+  vk_kernel_id k = class_of((em_dtype)out->dtype_id);
+  if (k != VK_KERNEL_PW_F32 && k != VK_KERNEL_PW_F64) return not_implemented("lerp", out);
+  vk_params p = {0};
+  p.op = OP_LERP;
+  const em_tensor *ts[4] = {out, start, end, weight};
+  return launch("lerp", k, &p, ts, 4);
+}
+
+int em_vk_addc(int divide, em_tensor *out, const em_tensor *x, const em_tensor *t1,
+               const em_tensor *t2, double value) {
+  const char *fn = divide ? "addcdiv" : "addcmul";
+  vk_kernel_id k = class_of((em_dtype)out->dtype_id);
+  if (divide && k != VK_KERNEL_PW_F32 && k != VK_KERNEL_PW_F64) return not_implemented(fn, out);
+  vk_params p = {0};
+  p.op = divide ? OP_ADDCDIV : OP_ADDCMUL;
+  put_scalar(&p, k, value);
+  const em_tensor *ts[4] = {out, x, t1, t2};
+  return launch(fn, k, &p, ts, 4);
+}

@@ -1,0 +1,266 @@
+/*
+ * vk_pipeline.c: pipelines and descriptors.
+ *
+ * Every kernel shares one descriptor-set layout (binding 0: four storage buffers) and one
+ * pipeline layout (that set plus 128 bytes of push constants), so a dispatch only pushes its
+ * four buffer ranges (VK_KHR_push_descriptor) or, without that extension, takes a set from the
+ * batch's descriptor pool. Kernels are few (the kernels directory, one pipeline per compute class
+ * rather than per op) and created on first use, because lavapipe compiles each pipeline with
+ * LLVM at creation. A VkPipelineCache, loaded from and saved to
+ *   $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cache/ember
+ * as vulkan-<vendor>-<device>-<pipelineCacheUUID>.bin (written atomically after each new
+ * pipeline), spares later runs the compilation where the driver caches.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vk.h"
+
+static const char *kernel_modules[VK_NUM_KERNELS] = {
+  [VK_KERNEL_COPY] = "copy",
+  [VK_KERNEL_CAST] = "cast_BASE",
+  [VK_KERNEL_CAST_F64] = "cast_F64",
+  [VK_KERNEL_PW_F32] = "pointwise_F32",
+  [VK_KERNEL_PW_I32] = "pointwise_I32",
+  [VK_KERNEL_PW_F64] = "pointwise_F64",
+  [VK_KERNEL_PW_I64] = "pointwise_I64",
+};
+
+bool em_vk_kernel_supported(const vk_device *D, vk_kernel_id k) {
+  if (k == VK_KERNEL_CAST_F64 || k == VK_KERNEL_PW_F64) return (D->features & EM_FEATURE_FLOAT64) != 0;
+  return true;
+}
+
+/* ---- the on-disk pipeline cache ---------------------------------------------------------- */
+
+static void cache_path(vk_device *D) {
+  D->cache_path[0] = '\0';
+  const char *dir = getenv("EMBER_CACHE_DIR");
+  char base[400];
+  if (dir && dir[0]) {
+    snprintf(base, sizeof base, "%s", dir);
+  } else if ((dir = getenv("XDG_CACHE_HOME")) && dir[0]) {
+    snprintf(base, sizeof base, "%s/ember", dir);
+  } else if ((dir = getenv("HOME")) && dir[0]) {
+    snprintf(base, sizeof base, "%s/.cache/ember", dir);
+  } else {
+    return;
+  }
+  char uuid[2 * VK_UUID_SIZE + 1];
+  for (unsigned i = 0; i < VK_UUID_SIZE; i++)
+    snprintf(uuid + 2 * i, 3, "%02x", D->props.pipelineCacheUUID[i]);
+  snprintf(D->cache_path, sizeof D->cache_path, "%s/vulkan-%04x-%04x-%s.bin", base,
+           D->props.vendorID, D->props.deviceID, uuid);
+}
+
+/* The cache file's contents when its header matches this device (the driver would reject
+ * others anyway, but a truncated or foreign file must never reach it). */
+static void *read_cache(vk_device *D, size_t *size) {
+  *size = 0;
+  FILE *f = D->cache_path[0] ? fopen(D->cache_path, "rb") : NULL;
+  if (f == NULL) return NULL;
+  void *data = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long n = ftell(f);
+    if (n >= 32 && n < (256L << 20) && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) &&
+        fread(data, 1, (size_t)n, f) == (size_t)n) {
+      uint32_t header[4];
+      memcpy(header, data, sizeof header);
+      const uint8_t *uuid = (const uint8_t *)data + 16;
+      if (header[0] >= 32 && header[0] <= (uint32_t)n && header[1] == 1 &&
+          header[2] == D->props.vendorID && header[3] == D->props.deviceID &&
+          memcmp(uuid, D->props.pipelineCacheUUID, VK_UUID_SIZE) == 0) {
+        *size = (size_t)n;
+      }
+    }
+  }
+  fclose(f);
+  if (*size == 0) {
+    free(data);
+    return NULL;
+  }
+  return data;
+}
+
+static void mkdirs(const char *path) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return;
+    *p = '/';
+  }
+}
+
+/* Best effort: a cache that cannot be written only costs compile time later. */
+static void save_cache(vk_device *D) {
+  if (D->cache_path[0] == '\0' || D->pipe_cache == VK_NULL_HANDLE) return;
+  size_t n = 0;
+  if (D->fn.vkGetPipelineCacheData(D->dev, D->pipe_cache, &n, NULL) != VK_SUCCESS || n == 0) return;
+  void *data = malloc(n);
+  if (data == NULL) return;
+  if (D->fn.vkGetPipelineCacheData(D->dev, D->pipe_cache, &n, data) == VK_SUCCESS) {
+    mkdirs(D->cache_path);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", D->cache_path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (f) {
+      bool ok = fwrite(data, 1, n, f) == n;
+      ok = fclose(f) == 0 && ok;
+      if (!ok || rename(tmp, D->cache_path) != 0) remove(tmp);
+    }
+  }
+  free(data);
+}
+
+/* ---- layouts and pipelines ------------------------------------------------------------------ */
+
+int em_vk_pipeline_init(vk_device *D) {
+  VkDescriptorSetLayoutBinding binding = {
+    .binding = 0,
+    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+    .descriptorCount = 4,
+    .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+  };
+  VkDescriptorSetLayoutCreateInfo li = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+    .flags = D->push_descriptors ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
+    .bindingCount = 1,
+    .pBindings = &binding,
+  };
+  VkResult r = D->fn.vkCreateDescriptorSetLayout(D->dev, &li, NULL, &D->set_layout);
+  if (r != VK_SUCCESS) return em_error("%s: vkCreateDescriptorSetLayout failed (%s)", D->name, em_vk_result_name(r));
+  VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(vk_params)};
+  VkPipelineLayoutCreateInfo pli = {
+    .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+    .setLayoutCount = 1,
+    .pSetLayouts = &D->set_layout,
+    .pushConstantRangeCount = 1,
+    .pPushConstantRanges = &range,
+  };
+  r = D->fn.vkCreatePipelineLayout(D->dev, &pli, NULL, &D->pipe_layout);
+  if (r != VK_SUCCESS) return em_error("%s: vkCreatePipelineLayout failed (%s)", D->name, em_vk_result_name(r));
+  cache_path(D);
+  size_t size;
+  void *data = read_cache(D, &size);
+  VkPipelineCacheCreateInfo ci = {
+    .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+    .initialDataSize = size,
+    .pInitialData = data,
+  };
+  if (D->fn.vkCreatePipelineCache(D->dev, &ci, NULL, &D->pipe_cache) != VK_SUCCESS) {
+    ci.initialDataSize = 0; /* a cache the driver refuses is dropped, not fatal */
+    ci.pInitialData = NULL;
+    if (D->fn.vkCreatePipelineCache(D->dev, &ci, NULL, &D->pipe_cache) != VK_SUCCESS)
+      D->pipe_cache = VK_NULL_HANDLE;
+  }
+  free(data);
+  return 0;
+}
+
+static const em_spirv_module *find_module(const char *name) {
+  for (size_t i = 0; i < em_spirv_module_count; i++)
+    if (strcmp(em_spirv_modules[i].name, name) == 0) return &em_spirv_modules[i];
+  return NULL;
+}
+
+static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k) {
+  if (D->pipelines[k]) return D->pipelines[k];
+  const em_spirv_module *m = find_module(kernel_modules[k]);
+  if (m == NULL) {
+    em_error("%s: the kernel %s is not in this build", D->name, kernel_modules[k]);
+    return VK_NULL_HANDLE;
+  }
+  VkShaderModuleCreateInfo si = {
+    .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+    .codeSize = m->size,
+    .pCode = m->words,
+  };
+  VkShaderModule module;
+  VkResult r = D->fn.vkCreateShaderModule(D->dev, &si, NULL, &module);
+  if (r != VK_SUCCESS) {
+    em_error("%s: loading the kernel %s failed (%s)", D->name, m->name, em_vk_result_name(r));
+    return VK_NULL_HANDLE;
+  }
+  VkComputePipelineCreateInfo ci = {
+    .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+    .stage = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+      .module = module,
+      .pName = "main",
+    },
+    .layout = D->pipe_layout,
+  };
+  VkPipeline p = VK_NULL_HANDLE;
+  r = D->fn.vkCreateComputePipelines(D->dev, D->pipe_cache, 1, &ci, NULL, &p);
+  D->fn.vkDestroyShaderModule(D->dev, module, NULL);
+  if (r != VK_SUCCESS) {
+    em_error("%s: compiling the kernel %s failed (%s)", D->name, m->name, em_vk_result_name(r));
+    return VK_NULL_HANDLE;
+  }
+  D->pipelines[k] = p;
+  D->pipelines_created++;
+  save_cache(D);
+  return p;
+}
+
+int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,
+                   int nops) {
+  VkPipeline pipeline = get_pipeline(D, k);
+  if (pipeline == VK_NULL_HANDLE) return -1;
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd == NULL) return -1;
+  vk_block *blocks[4] = {NULL, NULL, NULL, NULL};
+  for (int i = 0; i < nops && i < 4; i++)
+    if (ops[i]) blocks[i] = ops[i]->storage->backend_ctx;
+  em_vk_hazards(D, cmd, blocks + 1, 3, blocks, 1);
+  if (D->bound != pipeline) {
+    D->fn.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    D->bound = pipeline;
+  }
+  /* Unused slots repeat operand 0: every descriptor of the array must be valid. */
+  VkDescriptorBufferInfo infos[4];
+  for (int i = 0; i < 4; i++) {
+    const vk_block *b = blocks[i] ? blocks[i] : blocks[0];
+    infos[i] = (VkDescriptorBufferInfo){b->slab->buffer, b->offset, b->size};
+  }
+  VkWriteDescriptorSet write = {
+    .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+    .dstBinding = 0,
+    .descriptorCount = 4,
+    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+    .pBufferInfo = infos,
+  };
+  if (D->push_descriptors) {
+    D->fn.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, D->pipe_layout, 0, 1, &write);
+  } else {
+    vk_frame *f = &D->frames[D->current];
+    VkDescriptorSetAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+      .descriptorPool = f->pool,
+      .descriptorSetCount = 1,
+      .pSetLayouts = &D->set_layout,
+    };
+    VkDescriptorSet set;
+    VkResult r = D->fn.vkAllocateDescriptorSets(D->dev, &ai, &set);
+    if (r != VK_SUCCESS)
+      return em_error("%s: vkAllocateDescriptorSets failed (%s)", D->name, em_vk_result_name(r));
+    write.dstSet = set;
+    D->fn.vkUpdateDescriptorSets(D->dev, 1, &write, 0, NULL);
+    D->fn.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, D->pipe_layout, 0, 1, &set,
+                                  0, NULL);
+  }
+  D->fn.vkCmdPushConstants(cmd, D->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *p, p);
+  uint64_t groups = ((uint64_t)p->n + 255) / 256;
+  uint64_t max_groups = D->props.limits.maxComputeWorkGroupCount[0];
+  if (max_groups > 65535) max_groups = 65535;
+  if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_groups = 2; /* exercises the grid-stride loop */
+  if (groups > max_groups) groups = max_groups;
+  D->fn.vkCmdDispatch(cmd, (uint32_t)groups, 1, 1);
+  return em_vk_count_dispatch(D);
+}
