@@ -74,3 +74,21 @@ describe('printing', function()
     assert.is_truthy(tostring(ember.arange(2000)):find('...', 1, true))
   end)
 end)
+
+describe('transposed copies', function()
+  it('copies large transposed matrices exactly (the tiled path)', function()
+    for _, dt in ipairs({ 'float32', 'float64', 'int32', 'int64' }) do
+      local a = ember.arange(97 * 45, { dtype = dt }):view(97, 45)
+      local c = a:t():contiguous()
+      local at, ct = a:totable(), c:totable()
+      for i = 1, 45 do
+        for j = 1, 97 do
+          if ct[i][j] ~= at[j][i] then error(('%s: [%d][%d] %s ~= %s'):format(dt, i, j, ct[i][j], at[j][i])) end
+        end
+      end
+      -- a narrowed source: the leading dimension is larger than the rows
+      local wide = ember.arange(50 * 80, { dtype = dt }):view(50, 80):narrow(2, 3, 40)
+      H.assert_close(wide:t():contiguous(), wide:t():totable(), 0, 0)
+    end
+  end)
+end)

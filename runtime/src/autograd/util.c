@@ -42,7 +42,19 @@ void em_ag_release_all(int n, em_tensor **ts) {
 
 /* Gradients in the graph may be broadcast views (stride 0) or views of other buffers: .grad
  * gets its own contiguous copy. */
+/* A gradient nobody else holds (one reference, its own storage, contiguous) can become .grad
+ * without a copy. */
+static bool exclusively_held(const em_tensor *g) {
+  return g->refcount == 1 && g->storage->refcount == 1 && g->grad_meta == NULL &&
+         g->offset == 0 && em_is_contiguous(g) &&
+         (size_t)em_numel(g) * em_dtypes[g->dtype_id].size == g->storage->nbytes;
+}
+
 static int add_into(em_tensor **slot, const em_tensor *grad) {
+  if (*slot == NULL && !em_grad_enabled() && exclusively_held(grad)) {
+    *slot = em_retain((em_tensor *)grad);
+    return 0;
+  }
   if (*slot == NULL) {
     *slot = em_grad_enabled() ? em_binary_scalar(EM_MUL, grad, 1.0, 0) : em_clone(grad);
     return *slot ? 0 : -1;
@@ -65,6 +77,7 @@ int em_ag_accumulate(em_node *node, const em_tensor *grad, em_tensor **grad_inpu
   (void)grad_inputs;
   em_tensor *leaf = node->leaf;
   em_grad_meta *m = leaf->grad_meta;
+  if (m->hooks.count == 0) return add_into(&m->grad, grad);
   em_tensor *g = em_ag_run_hooks(&m->hooks, (em_tensor *)grad);
   if (g == NULL) return -1;
   int rc = add_into(&m->grad, g);

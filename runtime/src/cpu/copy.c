@@ -79,9 +79,40 @@ static void cast_int_to_int(char **p, const int64_t *s, int64_t n, void *ctx) {
 
 static bool is_integral(em_dtype d) { return !em_dtypes[d].is_float; }
 
+/* A contiguous [rows, cols] destination from a column-major source (a transposed matrix): the
+ * element loop would stride through memory by a whole column per element, so copy 32x32
+ * tiles instead, each of which stays in cache. */
+#define TRANSPOSE_TILE(NAME, T)                                                               \
+  static void NAME(char *dst, const char *src, int64_t rows, int64_t cols, int64_t ld) {    \
+    enum { B = 32 };                                                                          \
+    T *o = (T *)dst;                                                                          \
+    const T *in = (const T *)src;                                                             \
+    _Pragma("omp parallel for if(rows * cols >= EM_PARALLEL_GRAIN * 4) schedule(static)")   \
+    for (int64_t i0 = 0; i0 < rows; i0 += B)                                                 \
+      for (int64_t j0 = 0; j0 < cols; j0 += B) {                                              \
+        int64_t i1 = i0 + B < rows ? i0 + B : rows, j1 = j0 + B < cols ? j0 + B : cols;      \
+        for (int64_t i = i0; i < i1; i++)                                                     \
+          for (int64_t j = j0; j < j1; j++) o[i * cols + j] = in[j * ld + i];                 \
+      }                                                                                       \
+  }
+TRANSPOSE_TILE(transpose_4, uint32_t)
+TRANSPOSE_TILE(transpose_8, uint64_t)
+
+static bool copy_transposed(em_tensor *dst, const em_tensor *src) {
+  size_t es = em_dtypes[dst->dtype_id].size;
+  if (dst->ndim != 2 || src->ndim != 2 || (es != 4 && es != 8) || !em_is_contiguous(dst))
+    return false;
+  int64_t rows = dst->sizes[0], cols = dst->sizes[1];
+  if (rows < 32 || cols < 32 || src->strides[0] != 1 || src->strides[1] < rows) return false;
+  if (es == 4) transpose_4(em_cpu_ptr(dst), em_cpu_ptr(src), rows, cols, src->strides[1]);
+  else transpose_8(em_cpu_ptr(dst), em_cpu_ptr(src), rows, cols, src->strides[1]);
+  return true;
+}
+
 int em_cpu_copy(em_tensor *dst, const em_tensor *src) {
   const em_tensor *ts[2] = {dst, src};
   em_dtype dd = (em_dtype)dst->dtype_id, sd = (em_dtype)src->dtype_id;
+  if (dd == sd && copy_transposed(dst, src)) return 0;
   if (dd == sd) {
     static const em_cpu_loop by_size[9] = {NULL, copy_1, copy_2, NULL, copy_4,
                                            NULL, NULL,   NULL,   copy_8};
