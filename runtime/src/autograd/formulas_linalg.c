@@ -44,7 +44,14 @@ static int product_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     ga = unmatrix(alpha == 1 ? p : muls(p, alpha), kind_a);
   }
   if (needs(node, 1)) {
-    T p = bin_matmul_hint(transposed(matrix_of(a, kind_a)), ref(gfull));
+    T p;
+    if (kind_b == AS_IS && b->ndim == 2 && b->strides[0] == 1 && b->sizes[0] > 1 && gfull->ndim == 2) {
+      /* b is a transposed matrix (Linear's weight:t()): compute the gradient in the weight's own
+       * layout, (g^T a)^T, so that it reaches the weight contiguous and needs no copy. */
+      p = transposed(bin_matmul_hint(transposed(ref(gfull)), matrix_of(a, kind_a)));
+    } else {
+      p = bin_matmul_hint(transposed(matrix_of(a, kind_a)), ref(gfull));
+    }
     gb = unmatrix(alpha == 1 ? p : muls(p, alpha), kind_b);
   }
   em_release(gfull);

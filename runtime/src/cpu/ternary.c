@@ -12,7 +12,9 @@
 
 /* ---- where ---- */
 
-/* out = cond ? a : b, operands (out, cond, a, b); cond is bool (one byte). */
+/* out = cond ? a : b, operands (out, cond, a, b); cond is bool (one byte). The contiguous
+ * paths select with a mask (no branch) so that the compiler vectorizes them: relu's backward
+ * is a where over every activation. */
 #define WHERE_LOOP(NAME, T)                                                                   \
   static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {                       \
     (void)ctx;                                                                                \
@@ -21,13 +23,22 @@
     const uint8_t *c = (const uint8_t *)p[1];                                                 \
     if (s[0] == es && s[1] == 1 && s[2] == es && s[3] == es) {                                \
       const T *a = (const T *)p[2], *b = (const T *)p[3];                                     \
-      for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];                              \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T m = (T)0 - (T)(c[i] != 0);                                                          \
+        o[i] = (T)((a[i] & m) | (b[i] & (T)~m));                                              \
+      }                                                                                       \
     } else if (s[0] == es && s[1] == 1 && s[2] == 0 && s[3] == es) {                          \
       const T a = *(const T *)p[2], *b = (const T *)p[3]; /* masked_fill */                   \
-      for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a : b[i];                                 \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T m = (T)0 - (T)(c[i] != 0);                                                          \
+        o[i] = (T)((a & m) | (b[i] & (T)~m));                                                 \
+      }                                                                                       \
     } else if (s[0] == es && s[1] == 1 && s[2] == es && s[3] == 0) {                          \
       const T *a = (const T *)p[2], b = *(const T *)p[3];                                     \
-      for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b;                                 \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T m = (T)0 - (T)(c[i] != 0);                                                          \
+        o[i] = (T)((a[i] & m) | (b & (T)~m));                                                 \
+      }                                                                                       \
     } else {                                                                                  \
       for (int64_t i = 0; i < n; i++)                                                         \
         *(T *)(p[0] + i * s[0]) = *(const uint8_t *)(p[1] + i * s[1])                         \
