@@ -92,17 +92,17 @@ void store_real(uint e, uint f, R v) {
 void body(uint i) {
   uvec4 off = element_offsets(i);
   uint fo = fmt_of(0u), fi = fmt_of(1u);
-  if (pc.op == 0u) {
+  if (kop() == 0u) {
     if (!is_float_fmt(fo) && !is_float_fmt(fi)) store_int(off.x, fo, load_int1(off.y, fi));
     else store_real(off.x, fo, load_real1(off.y, fi));
-  } else if (pc.op == 3u) {
+  } else if (kop() == 3u) {
     int64_t start = int64_t(packUint2x32(uvec2(pc.arg[0], pc.arg[1])));
     int64_t step = int64_t(packUint2x32(uvec2(pc.arg[2], pc.arg[3])));
     store_int(off.x, fo, start + int64_t(i) * step);
   } else {
     R start = arg_real(pc.arg[0], pc.arg[1]), step = arg_real(pc.arg[2], pc.arg[3]);
     R v;
-    if (pc.op == 1u || i < pc.n / 2u) {
+    if (kop() == 1u || i < pc.n / 2u) {
       v = start + step * R(i);
     } else {
       R end = arg_real(uint(pc.stride[8]), uint(pc.stride[9]));

@@ -39,15 +39,27 @@ layout(push_constant) uniform Params {
   uint arg[4];     // scalar arguments (their encoding depends on the kernel)
 } pc;
 
-uint fmt_of(uint k) { return (pc.fmt >> (4u * k)) & 15u; }
+// Specialization constants: a pipeline may fix the op, the formats (with the op's flags) and
+// the number of dimensions when it is created (runtime/src/vulkan/vk_pipeline.c), so the
+// driver's compiler drops every other path; ~0u (0 for the dimensions) means "read it from the
+// push constants", and then one pipeline serves every op of the kernel.
+layout(constant_id = 0) const uint SPEC_OP = 0xffffffffu;
+layout(constant_id = 1) const uint SPEC_FMT = 0xffffffffu;
+layout(constant_id = 2) const uint SPEC_NDIM = 0u;
+uint kop() { return SPEC_OP != 0xffffffffu ? SPEC_OP : pc.op; }
+uint kfmt() { return SPEC_FMT != 0xffffffffu ? SPEC_FMT : pc.fmt; }
+uint kndim() { return SPEC_NDIM != 0u ? SPEC_NDIM : pc.ndim; }
+
+uint fmt_of(uint k) { return (kfmt() >> (4u * k)) & 15u; }
 
 // Element offsets of the four operands for flat index i.
 uvec4 element_offsets(uint i) {
   uvec4 off = uvec4(pc.base[0], pc.base[1], pc.base[2], pc.base[3]);
   uint r = i;
-  for (uint d = 0u; d < pc.ndim; d++) {
+  uint ndim = kndim();
+  for (uint d = 0u; d < ndim; d++) {
     uint c = r;
-    if (d + 1u < pc.ndim) {
+    if (d + 1u < ndim) {
       c = r % pc.size[d];
       r = r / pc.size[d];
     }

@@ -37,9 +37,9 @@ void body(uint i) {
   uvec4 off = element_offsets(i);
   uint size = elem_size(fmt_of(0u));
   uvec2 v;
-  if (pc.op == 0u) {
+  if (kop() == 0u) {
     v = load_raw1(off.y, size);
-  } else if (pc.op == 1u) {
+  } else if (kop() == 1u) {
     v = uvec2(pc.arg[0], pc.arg[1]);
   } else {
     v = LD8(1, off.y) != 0u ? load_raw2(off.z, size) : load_raw3(off.w, size);

@@ -255,11 +255,11 @@ bool compare_op(uint op, T a, T b) {
 
 // ---- ternary ----
 T clamp_op(T v, uint e2, uint e3) {
-  if ((pc.fmt & FLAG_HAS_LO) != 0u) {
+  if ((kfmt() & FLAG_HAS_LO) != 0u) {
     T lo = load2(e2);
     if (v < lo || is_nan(lo)) v = lo;
   }
-  if ((pc.fmt & FLAG_HAS_HI) != 0u) {
+  if ((kfmt() & FLAG_HAS_HI) != 0u) {
     T hi = load3(e3);
     if (v > hi || is_nan(hi)) v = hi;
   }
@@ -268,7 +268,7 @@ T clamp_op(T v, uint e2, uint e3) {
 
 void body(uint i) {
   uvec4 off = element_offsets(i);
-  uint op = pc.op;
+  uint op = kop();
   if (op < 32u) {
     T x = load1(off.y);
     if (op >= 26u && op <= 29u) store_bool(off.x, predicate_op(op, x));

@@ -1,7 +1,7 @@
 -- Devices: listing (ember.devices, ember.device), the choice rules of 'auto', 'vulkan' and
 -- 'vulkan:N', EMBER_DEVICE at start-up, the fallback to the CPU with one warning line when the
--- GPU auto picks cannot start, strict mode, a machine without a Vulkan loader, and
--- synchronize. Start-up behaviour runs in child processes, each a fresh runtime; a failing
+-- GPU auto picks cannot start, strict mode, a machine without a Vulkan loader, synchronize,
+-- and a run of tests/lua/vulkan_spec.lua under the Khronos validation layer. Start-up behaviour runs in child processes, each a fresh runtime; a failing
 -- GPU start is simulated with the test hook EMBER_VK_TEST=fail-start, and a CPU-type driver
 -- (lavapipe) stands in for a GPU with EMBER_VK_TEST=software-as-gpu.
 local H = require 'helpers'
@@ -216,6 +216,29 @@ describe('devices', function()
       assert.are.equal(0, rc, err)
       assert.truthy(out:find('^false\tdevice: ' .. V .. ' cannot start: '), out)
       assert.are.equal('', err)
+    end)
+
+    it('the Vulkan suite runs under the Khronos validation layer with zero messages', function()
+      -- vulkan_spec.lua once more, with EMBER_VK_VALIDATION=1: the validation layer and its
+      -- synchronization validation (which checks every barrier) report to Ember, which prints
+      -- each message; any message fails this test.
+      local layers = io.popen('ls /usr/share/vulkan/explicit_layer.d/ /etc/vulkan/explicit_layer.d/ 2>/dev/null'):read('*a')
+      if not layers:find('validation') then return pending('the validation layer is not installed') end
+      local errf = os.tmpname()
+      local p = io.popen(('env EMBER_VK_SPEC_CHILD=1 EMBER_VK_VALIDATION=1 EMBER_LIB=%q ' ..
+        'busted --lua=luajit -o TAP tests/lua/vulkan_spec.lua 2> %q'):format(lib, errf))
+      local out = p:read('*a')
+      p:close()
+      local ef = io.open(errf)
+      local err = ef:read('*a')
+      ef:close()
+      os.remove(errf)
+      assert.falsy(err:find('vulkan validation', 1, true), err)
+      local planned = tonumber(out:match('1%.%.(%d+)'))
+      assert.truthy(planned and planned > 20, out)
+      assert.are.equal(planned, count('\n' .. out, '\nok %d+'), out .. err)
+      assert.falsy(out:find('not ok', 1, true), out)
+      assert.truthy(out:find('validation layer active', 1, true), out)
     end)
 
     it('Vulkan stays unloaded until a device is listed or named', function()

@@ -187,8 +187,11 @@ typedef struct vk_device {
   VkDescriptorSetLayout set_layout;
   VkPipelineLayout pipe_layout;
   VkPipelineCache pipe_cache;
-  VkPipeline pipelines[VK_NUM_KERNELS];
-  int pipelines_created;
+  bool specialize;            /* pipelines per op and formats (vk_pipeline.c) */
+  uint32_t specialize_from;   /* ... for dispatches of this many elements on (0: all) */
+  struct vk_pipe_entry *pipes; /* open-addressing map: (kernel, op, fmt, ndim) -> pipeline */
+  uint32_t pipe_cap, pipe_count;
+  uint32_t pipes_unsaved;     /* created since the cache file was last written */
   char cache_path[512];
 } vk_device;
 
