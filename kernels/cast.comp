@@ -30,12 +30,11 @@ int64_t load_int1(uint e, uint f) {
   return LD8(1, e) != 0u ? 1l : 0l;
 }
 
-void store_int(uint e, uint f, int64_t v) {
-  if (f == F_I64) ST64(0, e, unpackUint2x32(uint64_t(v)));
-  else if (f == F_I32) ST32(0, e, uint(v));
-  else if (f == F_I16) ST16(0, e, uint(v));
-  else if (f == F_BOOL) ST8(0, e, v != 0l ? 1u : 0u);
-  else ST8(0, e, uint(v));
+// The output's bits: the low bits of an integer (the store keeps what the format holds).
+uvec2 encode_int(uint f, int64_t v) {
+  if (f == F_I64) return unpackUint2x32(uint64_t(v));
+  if (f == F_BOOL) return uvec2(v != 0l ? 1u : 0u, 0u);
+  return uvec2(uint(v), 0u);
 }
 
 float load_float1(uint e, uint f) {
@@ -44,10 +43,10 @@ float load_float1(uint e, uint f) {
   return bf16_to_float(LD16(1, e));
 }
 
-void store_float(uint e, uint f, float v) {
-  if (f == F_F32) ST32(0, e, floatBitsToUint(v));
-  else if (f == F_F16) ST16(0, e, float_to_half(v));
-  else ST16(0, e, float_to_bf16(v));
+uvec2 encode_float(uint f, float v) {
+  if (f == F_F32) return uvec2(floatBitsToUint(v), 0u);
+  if (f == F_F16) return uvec2(float_to_half(v), 0u);
+  return uvec2(float_to_bf16(v), 0u);
 }
 
 #if defined(VARIANT_F64)
@@ -77,39 +76,30 @@ int64_t real_to_int(R v) {
   return int64_t(v);
 }
 
-void store_real(uint e, uint f, R v) {
+uvec2 encode_real(uint f, R v) {
 #if defined(VARIANT_F64)
-  if (f == F_F64) {
-    ST64(0, e, unpackDouble2x32(v));
-    return;
-  }
+  if (f == F_F64) return unpackDouble2x32(v);
 #endif
-  if (f == F_BOOL) ST8(0, e, v != R(0) ? 1u : 0u);
-  else if (is_float_fmt(f)) store_float(e, f, float(v));
-  else store_int(e, f, real_to_int(v));
+  if (f == F_BOOL) return uvec2(v != R(0) ? 1u : 0u, 0u);
+  if (is_float_fmt(f)) return encode_float(f, float(v));
+  return encode_int(f, real_to_int(v));
 }
 
-void body(uint i) {
-  uvec4 off = element_offsets(i);
+uvec2 element_bits(uint i, uvec4 off) {
   uint fo = fmt_of(0u), fi = fmt_of(1u);
   if (kop() == 0u) {
-    if (!is_float_fmt(fo) && !is_float_fmt(fi)) store_int(off.x, fo, load_int1(off.y, fi));
-    else store_real(off.x, fo, load_real1(off.y, fi));
-  } else if (kop() == 3u) {
+    if (!is_float_fmt(fo) && !is_float_fmt(fi)) return encode_int(fo, load_int1(off.y, fi));
+    return encode_real(fo, load_real1(off.y, fi));
+  }
+  if (kop() == 3u) {
     int64_t start = int64_t(packUint2x32(uvec2(pc.arg[0], pc.arg[1])));
     int64_t step = int64_t(packUint2x32(uvec2(pc.arg[2], pc.arg[3])));
-    store_int(off.x, fo, start + int64_t(i) * step);
-  } else {
-    R start = arg_real(pc.arg[0], pc.arg[1]), step = arg_real(pc.arg[2], pc.arg[3]);
-    R v;
-    if (kop() == 1u || i < pc.n / 2u) {
-      v = start + step * R(i);
-    } else {
-      R end = arg_real(uint(pc.stride[8]), uint(pc.stride[9]));
-      v = end - step * R(pc.n - 1u - i);
-    }
-    store_real(off.x, fo, v);
+    return encode_int(fo, start + int64_t(i) * step);
   }
+  R start = arg_real(pc.arg[0], pc.arg[1]), step = arg_real(pc.arg[2], pc.arg[3]);
+  if (kop() == 1u || i < pc.n / 2u) return encode_real(fo, start + step * R(i));
+  R end = arg_real(uint(pc.stride[8]), uint(pc.stride[9]));
+  return encode_real(fo, end - step * R(pc.n - 1u - i));
 }
 
-GRID_LOOP(body)
+KERNEL_MAIN

@@ -131,12 +131,62 @@ uint float_to_bf16(float f) {
   return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
 }
 
-// ---- the grid-stride loop: main() of a kernel calls run() with its body. ----
-#define GRID_LOOP(BODY)                                                                 \
+// ---- the driver: main() of every kernel ----
+// A kernel defines `uvec2 element_bits(uint i, uvec4 off)`: the bits of output element i
+// (the low 8 or 16 bits for 1- and 2-byte formats, two words for 8-byte ones), given the
+// operands' element offsets. KERNEL_MAIN stores them, in a grid-stride loop (a grid smaller
+// than the tensor loops). When operand 0 has 1- or 2-byte elements laid out contiguously in
+// the order of i (FLAG_PACKED, decided by the host), each invocation computes the 4 or 2
+// elements of whole 32-bit words and stores each word once, plainly, instead of two atomics
+// per element; only the words at the ends of the range, which may hold bytes of other
+// elements, are merged atomically.
+#define FLAG_PACKED (1u << 20)
+
+uint fmt_size(uint f) {
+  if (f == F_F64 || f == F_I64) return 8u;
+  if (f == F_F32 || f == F_I32) return 4u;
+  if (f == F_F16 || f == F_BF16 || f == F_I16) return 2u;
+  return 1u;
+}
+
+void store_bits(uint e, uint size, uvec2 v) {
+  if (size == 4u) ST32(0, e, v.x);
+  else if (size == 8u) ST64(0, e, v);
+  else if (size == 2u) ST16(0, e, v.x);
+  else ST8(0, e, v.x);
+}
+
+#define KERNEL_MAIN                                                                     \
   void main() {                                                                         \
     uint step_ = gl_NumWorkGroups.x * uint(WG_SIZE);                                    \
+    uint size = fmt_size(fmt_of(0u));                                                   \
+    if (size < 4u && (kfmt() & FLAG_PACKED) != 0u) {                                    \
+      uint per = 4u / size, bits = 8u * size, mask = size == 1u ? 0xffu : 0xffffu;     \
+      uint first = pc.base[0];                                                          \
+      uint w0 = first / per, nw = (first + pc.n - 1u) / per - w0 + 1u;                  \
+      for (uint k = gl_GlobalInvocationID.x; k < nw; k += step_) {                      \
+        uint w = w0 + k, word = 0u, valid = 0u;                                         \
+        for (uint j = 0u; j < per; j++) {                                               \
+          uint e = w * per + j;                                                         \
+          if (e >= first && e - first < pc.n) {                                         \
+            uint i = e - first;                                                         \
+            word |= (element_bits(i, element_offsets(i)).x & mask) << (j * bits);       \
+            valid |= mask << (j * bits);                                                \
+          }                                                                             \
+        }                                                                               \
+        if (valid == 0xffffffffu) {                                                     \
+          buf[0].w[w] = word;                                                           \
+        } else {                                                                        \
+          atomicAnd(buf[0].w[w], ~valid);                                               \
+          atomicOr(buf[0].w[w], word);                                                  \
+        }                                                                               \
+        if (nw - k <= step_) break;                                                     \
+      }                                                                                 \
+      return;                                                                           \
+    }                                                                                   \
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step_) {                      \
-      BODY(i);                                                                          \
+      uvec4 off = element_offsets(i);                                                   \
+      store_bits(off.x, size, element_bits(i, off));                                    \
       if (pc.n - i <= step_) break;                                                     \
     }                                                                                   \
   }

@@ -8,13 +8,6 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-uint elem_size(uint f) {
-  if (f == F_F64 || f == F_I64) return 8u;
-  if (f == F_F32 || f == F_I32) return 4u;
-  if (f == F_F16 || f == F_BF16 || f == F_I16) return 2u;
-  return 1u;
-}
-
 #define DEFINE_LOAD_RAW(K)                                                               \
   uvec2 load_raw##K(uint e, uint size) {                                                \
     if (size == 4u) return uvec2(LD32(K, e), 0u);                                       \
@@ -26,25 +19,11 @@ DEFINE_LOAD_RAW(1)
 DEFINE_LOAD_RAW(2)
 DEFINE_LOAD_RAW(3)
 
-void store_raw(uint e, uint size, uvec2 v) {
-  if (size == 4u) ST32(0, e, v.x);
-  else if (size == 8u) ST64(0, e, v);
-  else if (size == 2u) ST16(0, e, v.x);
-  else ST8(0, e, v.x);
+uvec2 element_bits(uint i, uvec4 off) {
+  uint size = fmt_size(fmt_of(0u));
+  if (kop() == 0u) return load_raw1(off.y, size);
+  if (kop() == 1u) return uvec2(pc.arg[0], pc.arg[1]);
+  return LD8(1, off.y) != 0u ? load_raw2(off.z, size) : load_raw3(off.w, size);
 }
 
-void body(uint i) {
-  uvec4 off = element_offsets(i);
-  uint size = elem_size(fmt_of(0u));
-  uvec2 v;
-  if (kop() == 0u) {
-    v = load_raw1(off.y, size);
-  } else if (kop() == 1u) {
-    v = uvec2(pc.arg[0], pc.arg[1]);
-  } else {
-    v = LD8(1, off.y) != 0u ? load_raw2(off.z, size) : load_raw3(off.w, size);
-  }
-  store_raw(off.x, size, v);
-}
-
-GRID_LOOP(body)
+KERNEL_MAIN

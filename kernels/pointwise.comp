@@ -52,17 +52,17 @@
     if (f == F_F16) return half_to_float(LD16(K, e));                                   \
     return bf16_to_float(LD16(K, e));                                                   \
   }
-void store_value(uint e, T v) {
+uvec2 encode(T v) {
   uint f = fmt_of(0u);
-  if (f == F_F32) ST32(0, e, floatBitsToUint(v));
-  else if (f == F_F16) ST16(0, e, float_to_half(v));
-  else ST16(0, e, float_to_bf16(v));
+  if (f == F_F32) return uvec2(floatBitsToUint(v), 0u);
+  if (f == F_F16) return uvec2(float_to_half(v), 0u);
+  return uvec2(float_to_bf16(v), 0u);
 }
 T scalar_arg() { return uintBitsToFloat(pc.arg[0]); }
 #elif defined(VARIANT_F64)
 #define DEFINE_LOAD(K)                                                                   \
   T load##K(uint e) { return packDouble2x32(LD64(K, e)); }
-void store_value(uint e, T v) { ST64(0, e, unpackDouble2x32(v)); }
+uvec2 encode(T v) { return unpackDouble2x32(v); }
 T scalar_arg() { return packDouble2x32(uvec2(pc.arg[0], pc.arg[1])); }
 #elif defined(VARIANT_I32)
 // Sign- or zero-extended to int; bool reads as 0 or 1.
@@ -75,25 +75,21 @@ T scalar_arg() { return packDouble2x32(uvec2(pc.arg[0], pc.arg[1])); }
     if (f == F_U8) return int(LD8(K, e));                                               \
     return LD8(K, e) != 0u ? 1 : 0;                                                     \
   }
-void store_value(uint e, T v) {
-  uint f = fmt_of(0u);
-  if (f == F_I32) ST32(0, e, uint(v));
-  else if (f == F_I16) ST16(0, e, uint(v));
-  else if (f == F_BOOL) ST8(0, e, v != 0 ? 1u : 0u);
-  else ST8(0, e, uint(v));
+uvec2 encode(T v) {  // the low bits: the store keeps what the format holds
+  return uvec2(fmt_of(0u) == F_BOOL ? (v != 0 ? 1u : 0u) : uint(v), 0u);
 }
 T scalar_arg() { return int(pc.arg[0]); }
 #else
 #define DEFINE_LOAD(K)                                                                   \
   T load##K(uint e) { return int64_t(packUint2x32(LD64(K, e))); }
-void store_value(uint e, T v) { ST64(0, e, unpackUint2x32(uint64_t(v))); }
+uvec2 encode(T v) { return unpackUint2x32(uint64_t(v)); }
 T scalar_arg() { return int64_t(packUint2x32(uvec2(pc.arg[0], pc.arg[1]))); }
 #endif
 DEFINE_LOAD(1)
 DEFINE_LOAD(2)
 DEFINE_LOAD(3)
 
-void store_bool(uint e, bool v) { ST8(0, e, v ? 1u : 0u); }
+uvec2 encode_bool(bool v) { return uvec2(v ? 1u : 0u, 0u); }
 
 const T ZERO = T(0), ONE = T(1);
 
@@ -266,34 +262,28 @@ T clamp_op(T v, uint e2, uint e3) {
   return v;
 }
 
-void body(uint i) {
-  uvec4 off = element_offsets(i);
+uvec2 element_bits(uint i, uvec4 off) {
   uint op = kop();
   if (op < 32u) {
     T x = load1(off.y);
-    if (op >= 26u && op <= 29u) store_bool(off.x, predicate_op(op, x));
-    else store_value(off.x, unary_op(op, x));
-  } else if (op < 64u) {
-    T a = load1(off.y), b = load2(off.z);
-    if (op >= 43u && op <= 51u) store_bool(off.x, compare_op(op, a, b));
-    else store_value(off.x, binary_op(op, a, b));
-  } else if (op == OP_CLAMP) {
-    store_value(off.x, clamp_op(load1(off.y), off.z, off.w));
-  } else {
-    T x = load1(off.y), a = load2(off.z), b = load3(off.w);
-    if (op == OP_ADDCMUL) {
-      store_value(off.x, x + scalar_arg() * a * b);
-    } else {
-#if IS_FLOAT
-      if (op == OP_ADDCDIV) {
-        store_value(off.x, x + scalar_arg() * a / b);
-      } else {  // lerp(start = x, end = a, weight = b), exact at both ends (PyTorch's formula)
-        T r = (b < T(0.5) && b > T(-0.5)) ? x + b * (a - x) : a - (a - x) * (ONE - b);
-        store_value(off.x, r);
-      }
-#endif
-    }
+    if (op >= 26u && op <= 29u) return encode_bool(predicate_op(op, x));
+    return encode(unary_op(op, x));
   }
+  if (op < 64u) {
+    T a = load1(off.y), b = load2(off.z);
+    if (op >= 43u && op <= 51u) return encode_bool(compare_op(op, a, b));
+    return encode(binary_op(op, a, b));
+  }
+  if (op == OP_CLAMP) return encode(clamp_op(load1(off.y), off.z, off.w));
+  T x = load1(off.y), a = load2(off.z), b = load3(off.w);
+  if (op == OP_ADDCMUL) return encode(x + scalar_arg() * a * b);
+#if IS_FLOAT
+  if (op == OP_ADDCDIV) return encode(x + scalar_arg() * a / b);
+  // lerp(start = x, end = a, weight = b), exact at both ends (PyTorch's formula)
+  return encode((b < T(0.5) && b > T(-0.5)) ? x + b * (a - x) : a - (a - x) * (ONE - b));
+#else
+  return encode(x);
+#endif
 }
 
-GRID_LOOP(body)
+KERNEL_MAIN

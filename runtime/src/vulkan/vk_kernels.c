@@ -20,7 +20,7 @@
 
 /* Op codes beyond the em_unary_op / 32 + em_binary_op ranges (kernels/pointwise.comp). */
 enum { OP_ADD_ALPHA = 57, OP_CLAMP = 64, OP_LERP = 65, OP_ADDCMUL = 66, OP_ADDCDIV = 67 };
-enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17 };
+enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20 };
 enum { COPY_OP_COPY, COPY_OP_FILL, COPY_OP_WHERE };
 enum { CAST_OP_CAST, CAST_OP_ARANGE, CAST_OP_LINSPACE, CAST_OP_ARANGE_INT };
 
@@ -88,6 +88,7 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
       if (g.stride[q][d] > INT32_MAX || g.stride[q][d] < -INT32_MAX) return too_large(D, fn);
   }
   if (n > UINT32_MAX) return too_large(D, fn);
+  if (n == 0) return 0;
   p->n = (uint32_t)n;
   p->ndim = (uint32_t)inner;
   for (int d = 0; d < 4; d++) {
@@ -95,6 +96,16 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
     p->size[d] = d < inner ? (uint32_t)g.size[src] : 1;
     for (int q = 0; q < nops; q++) /* beyond nops, stride[] may carry arguments (linspace) */
       p->stride[4 * q + d] = d < inner ? (int32_t)g.stride[q][src] : 0;
+  }
+  /* 1- and 2-byte outputs laid out in iteration order are stored a word at a time. */
+  if (em_dtypes[ts[0]->dtype_id].size < 4) {
+    bool dense = true;
+    int64_t expect = 1;
+    for (int d = 0; d < inner && dense; d++) {
+      dense = p->stride[d] == expect;
+      expect *= p->size[d];
+    }
+    if (dense) p->fmt |= FLAG_PACKED;
   }
   /* One dispatch per index of the outer dimensions (none when ndim <= 4). */
   int64_t index[EM_MAX_DIMS] = {0};
