@@ -7,7 +7,7 @@
 //   F32: float arithmetic; storage float32, float16, bfloat16 (converted, rounded to nearest even)
 //   I32: 32-bit integer arithmetic; storage int8, uint8, int16, int32, bool (results truncate to
 //        the storage width, so they wrap as the CPU's do)
-//   F64: double arithmetic (no transcendental functions: GLSL has none for doubles)
+//   F64: double arithmetic (transcendental functions from math64.glsl: GLSL has none)
 //   I64: 64-bit integer arithmetic
 // Operand 0 is the output (the compute format, or bool for predicates and comparisons), then x
 // (unary), a and b (binary), or x and two more (ternary). Integer division by zero gives 0 (the
@@ -147,6 +147,22 @@ T unary_op(uint op, T x) {
   case 19u: case 20u: case 21u: case 22u: return x;  // roundings are the identity on integers
   case 30u: return fmt_of(1u) == F_BOOL ? (x == ZERO ? ONE : ZERO) : ~x;
 #endif
+#if defined(VARIANT_F64)
+  case 3u: return exp_d(x);
+  case 4u: return log_d(x);
+  case 5u: return log1p_d(x);
+  case 6u: return expm1_d(x);
+  case 9u: return sin_d(x);
+  case 10u: return cos_d(x);
+  case 11u: return tan_d(x);
+  case 12u: return tanh_d(x);
+  case 13u: return 1.0lf / (1.0lf + exp_d(-x));
+  case 15u: return 0.5lf * x * (1.0lf + erf_d(x * 0.70710678118654752440lf));
+  case 16u: return 0.5lf * x * (1.0lf + tanh_d(0.79788456080286535588lf * (x + 0.044715lf * x * x * x)));
+  case 17u: return x / (1.0lf + exp_d(-x));
+  case 18u: return x > 20.0lf ? x : log1p_d(exp_d(x));
+  case 25u: return erf_d(x);
+#endif
 #if defined(VARIANT_F32)
   case 3u: return exp_f(x);
   case 4u: return log_f(x);
@@ -228,6 +244,8 @@ T binary_op(uint op, T a, T b) {
   case 42u: return atan2_f(a, b);
 #elif defined(VARIANT_F64)
   case 36u: return floordiv_d(a, b);
+  case 37u: return pow_d(a, b);
+  case 42u: return atan2_d(a, b);
   case 38u: return fmod_d(a, b);
   case 39u: return remainder_d(a, b);
 #endif

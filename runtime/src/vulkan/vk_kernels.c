@@ -10,8 +10,8 @@
  *
  * Which kernel: copy.comp moves bytes (copies, fills, where) for every dtype; cast.comp converts
  * and generates ranges; pointwise.comp computes, one pipeline per compute class (F32 for
- * float32/float16/bfloat16, I32 for the narrow integers and bool, F64, I64). Ops a class lacks
- * (transcendental functions on float64: GLSL has none for doubles) raise "not implemented".
+ * float32/float16/bfloat16, I32 for the narrow integers and bool, F64, I64). A device without
+ * shaderFloat64 has no float64 kernels: those ops raise "not implemented".
  */
 #include <math.h>
 #include <stdio.h>
@@ -174,19 +174,6 @@ static void put_scalar(vk_params *p, vk_kernel_id k, double v) {
   }
 }
 
-/* float64 has the arithmetic, roundings and comparisons, not the transcendental functions. */
-static bool f64_unary_ok(em_unary_op op) {
-  switch (op) {
-  case EM_EXP: case EM_LOG: case EM_LOG1P: case EM_EXPM1: case EM_SIN: case EM_COS: case EM_TAN:
-  case EM_TANH: case EM_SIGMOID: case EM_GELU: case EM_GELU_TANH: case EM_SILU: case EM_SOFTPLUS:
-  case EM_ERF:
-    return false;
-  default: return true;
-  }
-}
-
-static bool f64_binary_ok(em_binary_op op) { return op != EM_POW && op != EM_ATAN2; }
-
 /* ---- the slots --------------------------------------------------------------------------------- */
 
 int em_vk_copy(em_tensor *dst, const em_tensor *src) {
@@ -263,7 +250,6 @@ int em_vk_linspace(em_tensor *out, double start, double end) {
 int em_vk_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
   vk_kernel_id k = class_of((em_dtype)x->dtype_id);
   const char *fn = em_unary_name(op);
-  if (k == VK_KERNEL_PW_F64 && !f64_unary_ok(op)) return not_implemented(fn, x);
   vk_params p = {0};
   p.op = (uint32_t)op;
   const em_tensor *ts[2] = {out, x};
@@ -274,7 +260,6 @@ int em_vk_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_t
                  double alpha) {
   vk_kernel_id k = class_of((em_dtype)a->dtype_id);
   const char *fn = em_binary_name(op);
-  if (k == VK_KERNEL_PW_F64 && !f64_binary_ok(op)) return not_implemented(fn, a);
   vk_params p = {0};
   p.op = 32u + (uint32_t)op;
   if ((op == EM_ADD || op == EM_SUB) && alpha != 1.0) {
