@@ -128,6 +128,24 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
   end)
 
   describe('copy, cast and fill', function()
+    it('copies between overlapping views of one tensor as the CPU does', function()
+      for _, dtype in ipairs({ 'float32', 'int8', 'int64' }) do
+        local c = data(dtype, { 40, 9 }, -50, 50)
+        local v = on(c)
+        c[{ { 2, 40 } }]:copy_(c[{ { 1, 39 } }])     -- shift down by a row
+        v[{ { 2, 40 } }]:copy_(v[{ { 1, 39 } }])
+        agree(v, c, dtype .. ' shifted rows')
+        c[{ {}, { 1, 8 } }]:copy_(c[{ {}, { 2, 9 } }]) -- shift left, strided
+        v[{ {}, { 1, 8 } }]:copy_(v[{ {}, { 2, 9 } }])
+        agree(v, c, dtype .. ' shifted columns')
+        local sq = data(dtype, { 12, 12 }, -9, 9)
+        local vsq = on(sq)
+        sq:copy_(sq:t():clone())
+        vsq:copy_(vsq:t())
+        agree(vsq, sq, dtype .. ' copy_ reads the whole source first: x:copy_(x:t()) transposes')
+      end
+    end)
+
     local dtypes = { 'float32', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32',
       'int64', 'bool' }
     if has_f64 then table.insert(dtypes, 2, 'float64') end

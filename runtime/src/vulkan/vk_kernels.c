@@ -176,10 +176,73 @@ static void put_scalar(vk_params *p, vk_kernel_id k, double v) {
 
 /* ---- the slots --------------------------------------------------------------------------------- */
 
+/* Whether t's elements fill [offset, offset + numel) of its storage in row-major order. */
+static bool dense_rows(const em_tensor *t) { return em_is_contiguous(t) != 0; }
+
+/* Same-dtype copies between dense, non-overlapping ranges are buffer copies: the copy engine
+ * on a GPU, a memcpy on lavapipe (measured there: 3 ms instead of 45 for 32 MiB). Returns 1
+ * when recorded, 0 when the kernel must do it, -1 on error. */
+static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
+  if (!dense_rows(dst) || !dense_rows(src)) return 0;
+  vk_device *D = em_vk_device(dst->device_id);
+  vk_block *bd = dst->storage->backend_ctx, *bs = src->storage->backend_ctx;
+  size_t es = em_dtypes[dst->dtype_id].size;
+  uint64_t n = (uint64_t)em_numel(dst) * es;
+  uint64_t od = bd->offset + (uint64_t)dst->offset * es, os = bs->offset + (uint64_t)src->offset * es;
+  if (bd->slab == bs->slab && od < os + n && os < od + n) return 0; /* overlapping */
+  pthread_mutex_lock(&D->lock);
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd != NULL) {
+    vk_block *r[1] = {bs}, *w[1] = {bd};
+    em_vk_hazards(D, cmd, r, 1, w, 1);
+    VkBufferCopy region = {os, od, n};
+    D->fn.vkCmdCopyBuffer(cmd, bs->slab->buffer, bd->slab->buffer, 1, &region);
+  }
+  int rc = cmd ? em_vk_count_dispatch(D) : -1;
+  pthread_mutex_unlock(&D->lock);
+  return rc == 0 ? 1 : -1;
+}
+
+/* The element range [lo, hi] t spans in its storage; false when t has no elements. */
+static bool elem_span(const em_tensor *t, int64_t *lo, int64_t *hi) {
+  int64_t a = t->offset, b = t->offset;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->sizes[d] == 0) return false;
+    int64_t ext = (t->sizes[d] - 1) * t->strides[d];
+    if (ext < 0) a += ext;
+    else b += ext;
+  }
+  *lo = a;
+  *hi = b;
+  return true;
+}
+
+/* dst and src are different views of overlapping memory (x[{{2, n}}]:copy_(x[{{1, n - 1}}])):
+ * the CPU copies in order, a GPU in parallel, so src goes through a temporary first. */
+static bool overlapping_views(const em_tensor *dst, const em_tensor *src) {
+  int64_t a0, a1, b0, b1;
+  if (dst->storage != src->storage || !elem_span(dst, &a0, &a1) || !elem_span(src, &b0, &b1))
+    return false;
+  if (a1 < b0 || b1 < a0) return false;
+  bool same = dst->offset == src->offset && dst->ndim == src->ndim;
+  for (int d = 0; d < dst->ndim && same; d++)
+    same = dst->sizes[d] == src->sizes[d] && (dst->strides[d] == src->strides[d] || dst->sizes[d] == 1);
+  return !same;
+}
+
 int em_vk_copy(em_tensor *dst, const em_tensor *src) {
   const em_tensor *ts[2] = {dst, src};
   vk_params p = {0};
+  if (dst->dtype_id == src->dtype_id && overlapping_views(dst, src)) {
+    em_tensor *tmp = em_empty(src->ndim, src->sizes, (em_dtype)src->dtype_id, src->device_id);
+    int rc = tmp ? em_vk_copy(tmp, src) : -1;
+    if (rc == 0) rc = em_vk_copy(dst, tmp);
+    em_release(tmp);
+    return rc;
+  }
   if (dst->dtype_id == src->dtype_id) {
+    int done = copy_as_transfer(dst, src);
+    if (done != 0) return done < 0 ? -1 : 0;
     p.op = COPY_OP_COPY;
     return launch("copy_", VK_KERNEL_COPY, &p, ts, 2);
   }
@@ -188,11 +251,38 @@ int em_vk_copy(em_tensor *dst, const em_tensor *src) {
   return launch("to", f64 ? VK_KERNEL_CAST_F64 : VK_KERNEL_CAST, &p, ts, 2);
 }
 
+/* A fill of a dense, word-aligned range whose element bytes repeat every 4 bytes (zeros, and
+ * any 1-, 2- or 4-byte value) is vkCmdFillBuffer. Returns as copy_as_transfer. */
+static int fill_as_transfer(em_tensor *dst, uint64_t pattern) {
+  size_t es = em_dtypes[dst->dtype_id].size;
+  uint32_t word;
+  if (es == 1) word = (uint32_t)(pattern & 0xff) * 0x01010101u;
+  else if (es == 2) word = (uint32_t)(pattern & 0xffff) * 0x00010001u;
+  else if (es == 4 || (pattern >> 32) == (pattern & 0xffffffffu)) word = (uint32_t)pattern;
+  else return 0;
+  vk_block *b = dst->storage->backend_ctx;
+  uint64_t off = b->offset + (uint64_t)dst->offset * es, n = (uint64_t)em_numel(dst) * es;
+  if (!dense_rows(dst) || off % 4 != 0 || n % 4 != 0) return 0;
+  vk_device *D = em_vk_device(dst->device_id);
+  pthread_mutex_lock(&D->lock);
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd != NULL) {
+    vk_block *w[1] = {b};
+    em_vk_hazards(D, cmd, NULL, 0, w, 1);
+    D->fn.vkCmdFillBuffer(cmd, b->slab->buffer, off, n, word);
+  }
+  int rc = cmd ? em_vk_count_dispatch(D) : -1;
+  pthread_mutex_unlock(&D->lock);
+  return rc == 0 ? 1 : -1;
+}
+
 int em_vk_fill(em_tensor *dst, double value) {
   vk_params p = {0};
   p.op = COPY_OP_FILL;
   uint64_t pattern = 0;
   em_store_from_double(&pattern, (em_dtype)dst->dtype_id, value);
+  int done = fill_as_transfer(dst, pattern);
+  if (done != 0) return done < 0 ? -1 : 0;
   memcpy(&p.arg[0], &pattern, 8);
   const em_tensor *ts[1] = {dst};
   return launch("fill_", VK_KERNEL_COPY, &p, ts, 1);
