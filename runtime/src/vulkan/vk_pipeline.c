@@ -12,8 +12,9 @@
  * more") are what makes a kernel fast: a driver compiling for the CPU, like lavapipe, would
  * otherwise run every op of the switch with lanes masked off (measured on lavapipe: an add
  * over 8M floats took 1530 ms generic, 104 ms specialized). Each costs a compilation, about
- * 30-100 ms on lavapipe, where the generic pipelines are the better deal for small tensors: so
- * GPUs always specialize, and CPU-type drivers only for dispatches of 64K elements or more.
+ * 30-100 ms on lavapipe, where the generic pipelines are the better deal for what runs only
+ * a few times (a test suite): so GPUs always specialize, and CPU-type drivers once a
+ * combination has run VK_HOT_USES times (a training loop) or for 64K elements or more.
  * EMBER_VK_SPECIALIZE=0 never specializes, =1 always does.
  *
  * A VkPipelineCache, loaded from and saved to
@@ -186,7 +187,8 @@ static const em_spirv_module *find_module(const char *name) {
 
 struct vk_pipe_entry {
   uint32_t kernel, op, fmt, ndim; /* kernel + 1, so that 0 marks an empty slot */
-  VkPipeline pipeline;
+  VkPipeline pipeline;            /* VK_NULL_HANDLE while only counted */
+  uint32_t uses;                  /* dispatches before it was specialized */
 };
 
 static uint32_t key_hash(uint32_t kernel, uint32_t op, uint32_t fmt, uint32_t ndim) {
@@ -281,21 +283,13 @@ static VkPipeline create_pipeline(vk_device *D, vk_kernel_id k, uint32_t op, uin
   return p;
 }
 
-/* The pipeline for a dispatch: specialized to its op, formats and dimensions, or generic. */
-static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k, const vk_params *p) {
-  uint32_t op = ~0u, fmt = ~0u, ndim = 0;
-  if (D->specialize && (D->specialize_from == 0 || p->n >= D->specialize_from)) {
-    op = p->op;
-    fmt = p->fmt;
-    ndim = p->ndim == 1 ? 1 : 0;
-  }
-  if (grow(D) != 0) return VK_NULL_HANDLE;
-  struct vk_pipe_entry *e = slot(D, (uint32_t)k + 1, op, fmt, ndim);
-  if (e->kernel) return e->pipeline;
+/* Records a new pipeline in map slot e and, now and then, the cache file. */
+static VkPipeline remember(vk_device *D, struct vk_pipe_entry *e, vk_kernel_id k, uint32_t op,
+                           uint32_t fmt, uint32_t ndim) {
   VkPipeline pipeline = create_pipeline(D, k, op, fmt, ndim);
   if (pipeline == VK_NULL_HANDLE) return VK_NULL_HANDLE;
-  *e = (struct vk_pipe_entry){(uint32_t)k + 1, op, fmt, ndim, pipeline};
-  D->pipe_count++;
+  if (e->kernel == 0) D->pipe_count++;
+  *e = (struct vk_pipe_entry){(uint32_t)k + 1, op, fmt, ndim, pipeline, 0};
   if (D->pipes_unsaved++ == 0 && D->cache_path[0]) {
     static bool registered;
     bool listed = false;
@@ -308,6 +302,31 @@ static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k, const vk_params *p)
     D->pipes_unsaved = 0;
   }
   return pipeline;
+}
+
+/* The pipeline for a dispatch: specialized to its op, formats and dimensions, or generic. On
+ * a CPU-type driver a combination is specialized once it is hot (VK_HOT_USES dispatches) or
+ * large; until then it runs on the kernel's generic pipeline. */
+enum { VK_HOT_USES = 16 };
+static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k, const vk_params *p) {
+  if (grow(D) != 0) return VK_NULL_HANDLE;
+  if (D->specialize) {
+    uint32_t op = p->op, fmt = p->fmt, ndim = p->ndim == 1 ? 1 : 0;
+    struct vk_pipe_entry *e = slot(D, (uint32_t)k + 1, op, fmt, ndim);
+    if (e->pipeline) return e->pipeline;
+    bool now = D->specialize_from == 0 || p->n >= D->specialize_from || e->uses + 1 >= VK_HOT_USES;
+    if (now) return remember(D, e, k, op, fmt, ndim);
+    if (e->kernel == 0) {  /* count the uses of a combination not yet specialized */
+      *e = (struct vk_pipe_entry){(uint32_t)k + 1, op, fmt, ndim, VK_NULL_HANDLE, 0};
+      D->pipe_count++;
+      if (grow(D) != 0) return VK_NULL_HANDLE;
+      e = slot(D, (uint32_t)k + 1, op, fmt, ndim);
+    }
+    e->uses++;
+  }
+  struct vk_pipe_entry *g = slot(D, (uint32_t)k + 1, ~0u, ~0u, 0);
+  if (g->pipeline) return g->pipeline;
+  return remember(D, g, k, ~0u, ~0u, 0);
 }
 
 int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,
