@@ -265,3 +265,65 @@ describe('losses', function()
     assert.are.equal("CrossEntropyLoss(reduction='mean')", tostring(nn.CrossEntropyLoss()))
   end)
 end)
+
+describe('every layer through a checkpoint', function()
+  -- name, constructor, input maker
+  local cases = {
+    { 'Linear', function() return nn.Linear(5, 3) end, function() return ember.randn(4, 5) end },
+    { 'Bilinear', function() return nn.Bilinear(3, 2, 4) end, nil },
+    { 'Conv1d', function() return nn.Conv1d(2, 3, 3, { padding = 1 }) end, function() return ember.randn(2, 2, 7) end },
+    { 'Conv2d', function() return nn.Conv2d(2, 4, 3, { stride = 2, padding = 1 }) end, function() return ember.randn(2, 2, 9, 9) end },
+    { 'ConvTranspose2d', function() return nn.ConvTranspose2d(2, 3, 3, { stride = 2 }) end, function() return ember.randn(1, 2, 5, 5) end },
+    { 'MaxPool2d', function() return nn.MaxPool2d(2) end, function() return ember.randn(1, 2, 6, 6) end },
+    { 'AvgPool2d', function() return nn.AvgPool2d(2) end, function() return ember.randn(1, 2, 6, 6) end },
+    { 'AdaptiveAvgPool2d', function() return nn.AdaptiveAvgPool2d(3) end, function() return ember.randn(1, 2, 7, 7) end },
+    { 'BatchNorm1d', function() return nn.BatchNorm1d(3) end, function() return ember.randn(8, 3) end },
+    { 'BatchNorm2d', function() return nn.BatchNorm2d(3) end, function() return ember.randn(4, 3, 5, 5) end },
+    { 'LayerNorm', function() return nn.LayerNorm(6) end, function() return ember.randn(4, 6) end },
+    { 'GroupNorm', function() return nn.GroupNorm(2, 4) end, function() return ember.randn(2, 4, 3, 3) end },
+    { 'Embedding', function() return nn.Embedding(10, 4) end, function() return ember.tensor({ 1, 5, 10 }, { dtype = 'int64' }) end },
+    { 'Dropout', function() return nn.Dropout(0.3) end, function() return ember.randn(4, 5) end },
+    { 'Sequential', function() return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.LayerNorm(4)) end, function() return ember.randn(3, 4) end },
+  }
+  for _, c in ipairs(cases) do
+    it('round-trips ' .. c[1], function()
+      ember.manual_seed(11)
+      local a = c[2]()
+      -- change buffers too (running statistics), then put both in evaluation mode
+      if c[3] then a(c[3]()) end
+      ember.manual_seed(12)
+      local b = c[2]()
+      local path = os.tmpname()
+      ember.save(path, { model = a:state_dict() })
+      b:load_state_dict(ember.load(path).model)
+      os.remove(path)
+      a:evaluate(); b:evaluate()
+      for name, t in pairs(a:state_dict()) do
+        assert.are.equal(0, (t:double() - b:state_dict()[name]:double()):abs():max():item(), c[1] .. ' ' .. name)
+      end
+      local x = c[3] and c[3]()
+      if c[1] == 'Bilinear' then
+        local x1, x2 = ember.randn(2, 3), ember.randn(2, 2)
+        H.assert_close(b(x1, x2), a(x1, x2):totable(), 0, 0, c[1])
+      else
+        H.assert_close(b(x), a(x):totable(), 0, 0, c[1])
+      end
+    end)
+  end
+
+  it('loads a checkpoint written on the CPU onto a Vulkan device and back', function()
+    local vk
+    for _, d in ipairs(ember.devices()) do if d.type ~= 'cpu' then vk = d.name end end
+    if not vk then pending('no Vulkan device') return end
+    local m = nn.Linear(3, 2)
+    local path = os.tmpname()
+    ember.save(path, { model = m:state_dict() })
+    local on_gpu = ember.load(path, { device = vk })
+    local w = on_gpu.model['weight'] or on_gpu.model.weight
+    assert.are.equal(vk, w:device())
+    H.assert_close(w:to('cpu'), m.weight:totable(), 0, 0)
+    ember.save(path, { w = w })
+    H.assert_close(ember.load(path).w, m.weight:totable(), 0, 0)
+    os.remove(path)
+  end)
+end)
