@@ -11,6 +11,8 @@
  *  - strides may be anything, including 0 and negative, unless the slot says otherwise;
  *  - a slot returns 0, or -1 with em_error() set.
  * A NULL slot makes the op raise "<op>: not implemented on <device>", never a silent CPU copy.
+ * Except: storage_alloc, storage_free, read, write, copy and fill are required (every other op
+ * builds on them); em_device_register refuses a backend without them.
  */
 #ifndef EMBER_BACKEND_H
 #define EMBER_BACKEND_H

@@ -51,6 +51,11 @@ static void discover(void) {
 }
 
 int em_device_register(const em_device_desc *desc) {
+  /* The slots every other op builds on: without them a backend cannot hold a tensor. */
+  const em_backend *be = desc->backend;
+  if (!be->storage_alloc || !be->storage_free || !be->read || !be->write || !be->copy || !be->fill)
+    return em_error("device: backend %s lacks one of the required slots (storage_alloc, "
+                    "storage_free, read, write, copy, fill)", be->name);
   pthread_mutex_lock(&registry_lock);
   int id = -1;
   if (device_count < EM_MAX_DEVICES) {

@@ -76,7 +76,10 @@ static int copy_raw(em_tensor *dst, const em_tensor *src) {
     rc = copy_across_devices(dst, b);
   } else {
     const em_backend *be = em_device_backend(dst->device_id);
-    rc = em_numel(dst) ? be->copy(dst, b) : 0;
+    if (be->copy == NULL)
+      rc = em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "copy_: not implemented on %s", be->name);
+    else
+      rc = em_numel(dst) ? be->copy(dst, b) : 0;
   }
   em_release(b);
   if (rc == 0) em_bump_version(dst);
@@ -86,7 +89,10 @@ static int copy_raw(em_tensor *dst, const em_tensor *src) {
 int em_fill_(em_tensor *t, double value) {
   if (t == NULL) return em_error("fill_: expected a tensor, got NULL");
   if (em_numel(t) == 0) return 0;
-  int rc = em_device_backend(t->device_id)->fill(t, value);
+  const em_backend *be = em_device_backend(t->device_id);
+  if (be->fill == NULL)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "fill_: not implemented on %s", be->name);
+  int rc = be->fill(t, value);
   if (rc == 0) em_bump_version(t);
   return rc;
 }
