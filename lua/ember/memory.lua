@@ -11,8 +11,12 @@ function M.stats(device)
   local id = core.device_id(device, 'memory.stats')
   core.check(C.em_memory_stats_get(id, stats_buf))
   local s = stats_buf
+  -- the device's own figures (total memory, and the budget VK_EXT_memory_budget reports)
+  local info = package.loaded['ember.device'] and require('ember.device').device(id):info() or {}
   return {
     device = core.device_name(id),
+    total = info.memory,
+    budget = info.budget,
     allocated = tonumber(s.allocated),
     reserved = tonumber(s.reserved),
     cached = tonumber(s.reserved - s.allocated),
@@ -34,6 +38,18 @@ function M.set_limit(device, bytes)
     error('memory.set_limit: expected a limit in bytes (0 for none), got ' .. type(bytes), 2)
   end
   core.check(C.em_memory_set_limit(core.device_id(device, 'memory.set_limit'), bytes))
+end
+
+-- set_fraction([device,] f): a limit of f times the device's memory (0 < f <= 1).
+function M.set_fraction(device, f)
+  if f == nil and type(device) == 'number' then device, f = nil, device end
+  if type(f) ~= 'number' or f <= 0 or f > 1 then
+    error('memory.set_fraction: expected a fraction in (0, 1], got ' .. tostring(f), 2)
+  end
+  local id = core.device_id(device, 'memory.set_fraction')
+  local total = require('ember.device').device(id):info().memory
+  if not total then error('memory.set_fraction: ' .. core.device_name(id) .. ' does not report its memory size', 2) end
+  core.check(C.em_memory_set_limit(id, math.floor(total * f)))
 end
 
 function M.reset_peak(device)
