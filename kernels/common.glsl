@@ -156,8 +156,11 @@ void store_bits(uint e, uint size, uvec2 v) {
   else ST8(0, e, v.x);
 }
 
-#define KERNEL_MAIN                                                                     \
-  void main() {                                                                         \
+#define KERNEL_MAIN KERNEL_MAIN_AS(main)
+// KERNEL_MAIN_AS(name) defines the same driver under another name, for a kernel whose own
+// main() picks between it and a faster path (pointwise.comp's vec4 path).
+#define KERNEL_MAIN_AS(NAME)                                                            \
+  void NAME() {                                                                         \
     uint step_ = gl_NumWorkGroups.x * uint(WG_SIZE);                                    \
     uint size = fmt_size(fmt_of(0u));                                                   \
     if (size < 4u && (kfmt() & FLAG_PACKED) != 0u) {                                    \

@@ -267,41 +267,96 @@ bool compare_op(uint op, T a, T b) {
   return (a != ZERO) != (b != ZERO);  // logical_xor
 }
 
-// ---- ternary ----
-T clamp_op(T v, uint e2, uint e3) {
-  if ((kfmt() & FLAG_HAS_LO) != 0u) {
-    T lo = load2(e2);
-    if (v < lo || is_nan(lo)) v = lo;
-  }
-  if ((kfmt() & FLAG_HAS_HI) != 0u) {
-    T hi = load3(e3);
-    if (v > hi || is_nan(hi)) v = hi;
-  }
-  return v;
-}
-
-uvec2 element_bits(uint i, uvec4 off) {
-  uint op = kop();
+// The bits of one result from the operands' values (v2, v3: ZERO where the op does not read
+// them). Both drivers below call it, so the vec4 path computes exactly what the general one does.
+uvec2 compute_bits(uint op, T v1, T v2, T v3) {
   if (op < 32u) {
-    T x = load1(off.y);
-    if (op >= 26u && op <= 29u) return encode_bool(predicate_op(op, x));
-    return encode(unary_op(op, x));
+    if (op >= 26u && op <= 29u) return encode_bool(predicate_op(op, v1));
+    return encode(unary_op(op, v1));
   }
   if (op < 64u) {
-    T a = load1(off.y), b = load2(off.z);
-    if (op >= 43u && op <= 51u) return encode_bool(compare_op(op, a, b));
-    return encode(binary_op(op, a, b));
+    if (op >= 43u && op <= 51u) return encode_bool(compare_op(op, v1, v2));
+    return encode(binary_op(op, v1, v2));
   }
-  if (op == OP_CLAMP) return encode(clamp_op(load1(off.y), off.z, off.w));
-  T x = load1(off.y), a = load2(off.z), b = load3(off.w);
-  if (op == OP_ADDCMUL) return encode(x + scalar_arg() * a * b);
+  if (op == OP_CLAMP) {
+    T v = v1;
+    if ((kfmt() & FLAG_HAS_LO) != 0u && (v < v2 || is_nan(v2))) v = v2;
+    if ((kfmt() & FLAG_HAS_HI) != 0u && (v > v3 || is_nan(v3))) v = v3;
+    return encode(v);
+  }
+  if (op == OP_ADDCMUL) return encode(v1 + scalar_arg() * v2 * v3);
 #if IS_FLOAT
-  if (op == OP_ADDCDIV) return encode(x + scalar_arg() * a / b);
-  // lerp(start = x, end = a, weight = b), exact at both ends (PyTorch's formula)
-  return encode((b < T(0.5) && b > T(-0.5)) ? x + b * (a - x) : a - (a - x) * (ONE - b));
+  if (op == OP_ADDCDIV) return encode(v1 + scalar_arg() * v2 / v3);
+  // lerp(start = v1, end = v2, weight = v3), exact at both ends (PyTorch's formula)
+  return encode((v3 < T(0.5) && v3 > T(-0.5)) ? v1 + v3 * (v2 - v1) : v2 - (v2 - v1) * (ONE - v3));
 #else
-  return encode(x);
+  return encode(v1);
 #endif
 }
 
+// Which operands beyond the first an op reads (clamp's bounds are optional).
+bool reads2(uint op) { return op >= 32u && (op != OP_CLAMP || (kfmt() & FLAG_HAS_LO) != 0u); }
+bool reads3(uint op) { return op >= 64u && (op != OP_CLAMP || (kfmt() & FLAG_HAS_HI) != 0u); }
+
+uvec2 element_bits(uint i, uvec4 off) {
+  uint op = kop();
+  T v1 = load1(off.y);
+  T v2 = reads2(op) ? load2(off.z) : ZERO;
+  T v3 = reads3(op) ? load3(off.w) : ZERO;
+  return compute_bits(op, v1, v2, v3);
+}
+
+#if defined(VARIANT_F32) || defined(VARIANT_I32)
+// ---- the vec4 path: contiguous 32-bit operands (FLAG_VEC4, decided by the host) ----
+// When the output and every input are float32 (F32) or int32 (I32), one dimension, the output
+// and the non-scalar inputs contiguous and 16-byte aligned, and the other inputs stride-0
+// scalars, each invocation loads and stores 4 elements at once (128-bit accesses: what a GPU
+// needs to reach its memory bandwidth) in a grid-stride loop over a bounded grid. pc.size[0] is
+// the element count (pc.n only sized the grid); the last n % 4 elements go one at a time.
+#define FLAG_VEC4 (1u << 21)
+layout(std430, set = 0, binding = 0) buffer Quads { uvec4 q[]; } qbuf[4];
+#if defined(VARIANT_F32)
+#define T4 vec4
+T4 from_bits4(uvec4 w) { return uintBitsToFloat(w); }
+#else
+#define T4 ivec4
+T4 from_bits4(uvec4 w) { return ivec4(w); }
+#endif
+
+void vec4_main() {
+  uint op = kop(), n = pc.size[0], nq = n >> 2;
+  uint gid = gl_GlobalInvocationID.x, step_ = gl_NumWorkGroups.x * uint(WG_SIZE);
+  bool r2 = reads2(op), r3 = reads3(op);
+  // stride 0: a scalar operand, read once; otherwise the index of its first quad
+  bool s1 = pc.stride[4] == 0, s2 = pc.stride[8] == 0, s3 = pc.stride[12] == 0;
+  T c1 = s1 ? load1(pc.base[1]) : ZERO;
+  T c2 = r2 && s2 ? load2(pc.base[2]) : ZERO;
+  T c3 = r3 && s3 ? load3(pc.base[3]) : ZERO;
+  uvec4 q0 = uvec4(pc.base[0], pc.base[1], pc.base[2], pc.base[3]) >> 2u;
+  for (uint v = gid; v < nq; v += step_) {
+    T4 x1 = s1 ? T4(c1) : from_bits4(qbuf[1].q[q0.y + v]);
+    T4 x2 = !r2 ? T4(ZERO) : s2 ? T4(c2) : from_bits4(qbuf[2].q[q0.z + v]);
+    T4 x3 = !r3 ? T4(ZERO) : s3 ? T4(c3) : from_bits4(qbuf[3].q[q0.w + v]);
+    qbuf[0].q[q0.x + v] = uvec4(compute_bits(op, x1.x, x2.x, x3.x).x,
+                                compute_bits(op, x1.y, x2.y, x3.y).x,
+                                compute_bits(op, x1.z, x2.z, x3.z).x,
+                                compute_bits(op, x1.w, x2.w, x3.w).x);
+    if (nq - v <= step_) break;
+  }
+  if (gid < (n & 3u)) {  // the tail, one element per invocation
+    uint e = 4u * nq + gid;
+    T v1 = s1 ? c1 : load1(pc.base[1] + e);
+    T v2 = !r2 ? ZERO : s2 ? c2 : load2(pc.base[2] + e);
+    T v3 = !r3 ? ZERO : s3 ? c3 : load3(pc.base[3] + e);
+    ST32(0, pc.base[0] + e, compute_bits(op, v1, v2, v3).x);
+  }
+}
+
+KERNEL_MAIN_AS(general_main)
+void main() {
+  if ((kfmt() & FLAG_VEC4) != 0u) vec4_main();
+  else general_main();
+}
+#else
 KERNEL_MAIN
+#endif

@@ -20,7 +20,7 @@
 
 /* Op codes beyond the em_unary_op / 32 + em_binary_op ranges (kernels/pointwise.comp). */
 enum { OP_ADD_ALPHA = 57, OP_CLAMP = 64, OP_LERP = 65, OP_ADDCMUL = 66, OP_ADDCDIV = 67 };
-enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20 };
+enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20, FLAG_VEC4 = 1 << 21 };
 enum { COPY_OP_COPY, COPY_OP_FILL, COPY_OP_WHERE };
 enum { CAST_OP_CAST, CAST_OP_ARANGE, CAST_OP_LINSPACE, CAST_OP_ARANGE_INT };
 
@@ -69,6 +69,32 @@ static void build_geometry(geometry *g, const em_tensor *const *ts, int nops) {
   }
 }
 
+/* The vec4 path of pointwise.comp (its FLAG_VEC4): 4 elements per invocation with 128-bit
+ * loads and stores, for the common case of float32 (or int32) operands that are, after
+ * coalescing, one contiguous dimension: the output and each input contiguous and 16-byte
+ * aligned in their buffer, or an input a stride-0 scalar. Anything else (a misaligned view such
+ * as x:narrow(1, 2, n), other dtypes, bool results, strided views) takes the general kernel. */
+static bool vec4_fits(vk_kernel_id k, const geometry *g, const em_tensor *const *ts, int nops) {
+  if ((k != VK_KERNEL_PW_F32 && k != VK_KERNEL_PW_I32) || g->ndim != 1) return false;
+  em_dtype want = k == VK_KERNEL_PW_F32 ? EM_FLOAT32 : EM_INT32;
+  for (int q = 0; q < nops; q++) {
+    if (ts[q] == NULL) continue;
+    if ((em_dtype)ts[q]->dtype_id != want) return false;
+    int64_t stride = g->stride[q][0];
+    if (stride == 0 && q > 0) continue; /* a broadcast scalar: read once */
+    if (stride != 1 && !(q == 0 && g->size[0] == 1)) return false;
+    const vk_block *b = ts[q]->storage->backend_ctx;
+    if ((b->offset + (uint64_t)g->offset[q] * 4) % 16 != 0 || b->offset % 16 != 0) return false;
+  }
+  return true;
+}
+
+/* The vec4 path's grid: a grid-stride loop over at most this many workgroups of 256 (a few
+ * per SM or compute unit of a large GPU: 16 per SM on a 132-SM H100, about two waves at full
+ * occupancy), fewer when the tensor needs fewer; em_vk_dispatch also applies the device's
+ * maxComputeWorkGroupCount. */
+enum { VEC4_MAX_GROUPS = 2048 };
+
 static int too_large(const vk_device *D, const char *fn) {
   return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
                            "%s: not implemented on %s for more than 2^32 elements or strides "
@@ -106,6 +132,13 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
       expect *= p->size[d];
     }
     if (dense) p->fmt |= FLAG_PACKED;
+  }
+  /* The vec4 path reads the element count from size[0] (already n for one dimension); p->n
+   * then only sizes the grid (em_vk_dispatch launches ceil(p->n / 256) workgroups). */
+  if (outer == 0 && vec4_fits(k, &g, ts, nops)) {
+    uint64_t quads = ((uint64_t)n + 3) / 4;
+    p->fmt |= FLAG_VEC4;
+    p->n = (uint32_t)(quads < VEC4_MAX_GROUPS * 256u ? quads : VEC4_MAX_GROUPS * 256u);
   }
   /* One dispatch per index of the outer dimensions (none when ndim <= 4). */
   int64_t index[EM_MAX_DIMS] = {0};
