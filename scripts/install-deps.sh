@@ -10,10 +10,10 @@ packages=(
   libopenblas-dev libopenblas-openmp-dev libreadline-dev zlib1g-dev
   libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-validationlayers
   dataset-fashion-mnist
-  tmux
+  tmux python3-numpy
 )
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch python3-numpy)
+  packages+=(python3-torch)
 fi
 
 missing=()
