@@ -54,7 +54,9 @@ function H.map(f, a, ...)
   local r, rest = {}, { ... }
   for i = 1, #a do
     local args = {}
-    for j = 1, #rest do args[j] = type(rest[j]) == 'table' and rest[j][i] or rest[j] end
+    for j = 1, #rest do
+      if type(rest[j]) == 'table' then args[j] = rest[j][i] else args[j] = rest[j] end
+    end
     r[i] = H.map(f, a[i], unpack(args))
   end
   return r
@@ -70,7 +72,8 @@ end
 -- Asserts tensor x equals expected (nested table or number) within tolerances.
 function H.assert_close(x, expected, rtol, atol, what)
   rtol, atol = rtol or 1e-5, atol or 1e-6
-  local got = ember.is_tensor(x) and x:totable() or x
+  local got = x
+  if ember.is_tensor(x) then got = x:totable() end -- (a 0-d false must not fall back to x)
   local gs, es = H.shape_of(got), H.shape_of(expected)
   if #gs ~= #es then
     error(('%sshape mismatch: got [%s], expected [%s]'):format(what and what .. ': ' or '',
