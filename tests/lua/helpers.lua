@@ -31,7 +31,101 @@ function H.nested(shape, f)
 end
 
 function H.rand_table(shape, lo, hi)
-  return H.nested(shape, function() return H.uniform(lo or -2, hi or 2) end)
+  -- ---- shared by the index/join and io/checkpoint specs ----------------------------------------
+
+-- Every coordinate of a shape, in row-major order, as 1-based tables.
+function H.coords(shape)
+  local out, c = {}, {}
+  local function walk(d)
+    if d > #shape then
+      local cc = {}
+      for k = 1, #c do cc[k] = c[k] end
+      out[#out + 1] = cc
+      return
+    end
+    for i = 1, shape[d] do c[d] = i; walk(d + 1) end
+  end
+  walk(1)
+  return out
+end
+
+-- A copy of coordinate c with entry d set to v.
+function H.with(c, d, v)
+  local r = {}
+  for k = 1, #c do r[k] = c[k] end
+  r[d] = v
+  return r
+end
+
+function H.zeros(shape) return H.nested(shape, function() return 0 end) end
+
+-- Integer values, so every dtype (float16, bfloat16, int8, uint8) holds them exactly.
+function H.int_table(shape, lo, hi)
+  return H.nested(shape, function() return math.floor(H.uniform(lo or 0, (hi or 9) + 1)) end)
+end
+
+function H.write_file(path, bytes)
+  local f = assert(io.open(path, 'wb'))
+  f:write(bytes)
+  f:close()
+  return path
+end
+
+function H.read_file(path)
+  local f = assert(io.open(path, 'rb'))
+  local s = f:read('*a')
+  f:close()
+  return s
+end
+
+return H.nested(shape, function() -- ---- shared by the index/join and io/checkpoint specs ----------------------------------------
+
+-- Every coordinate of a shape, in row-major order, as 1-based tables.
+function H.coords(shape)
+  local out, c = {}, {}
+  local function walk(d)
+    if d > #shape then
+      local cc = {}
+      for k = 1, #c do cc[k] = c[k] end
+      out[#out + 1] = cc
+      return
+    end
+    for i = 1, shape[d] do c[d] = i; walk(d + 1) end
+  end
+  walk(1)
+  return out
+end
+
+-- A copy of coordinate c with entry d set to v.
+function H.with(c, d, v)
+  local r = {}
+  for k = 1, #c do r[k] = c[k] end
+  r[d] = v
+  return r
+end
+
+function H.zeros(shape) return H.nested(shape, function() return 0 end) end
+
+-- Integer values, so every dtype (float16, bfloat16, int8, uint8) holds them exactly.
+function H.int_table(shape, lo, hi)
+  return H.nested(shape, function() return math.floor(H.uniform(lo or 0, (hi or 9) + 1)) end)
+end
+
+function H.write_file(path, bytes)
+  local f = assert(io.open(path, 'wb'))
+  f:write(bytes)
+  f:close()
+  return path
+end
+
+function H.read_file(path)
+  local f = assert(io.open(path, 'rb'))
+  local s = f:read('*a')
+  f:close()
+  return s
+end
+
+return H.uniform(lo or -2, hi or 2) end)
 end
 
 -- Flattens a nested table in row-major order.
@@ -145,6 +239,53 @@ function H.assert_error(f, pattern)
   if not tostring(err):find(pattern, 1, true) then
     error('expected an error containing "' .. pattern .. '", got: ' .. tostring(err), 2)
   end
+end
+
+-- ---- shared by the index/join and io/checkpoint specs ----------------------------------------
+
+-- Every coordinate of a shape, in row-major order, as 1-based tables.
+function H.coords(shape)
+  local out, c = {}, {}
+  local function walk(d)
+    if d > #shape then
+      local cc = {}
+      for k = 1, #c do cc[k] = c[k] end
+      out[#out + 1] = cc
+      return
+    end
+    for i = 1, shape[d] do c[d] = i; walk(d + 1) end
+  end
+  walk(1)
+  return out
+end
+
+-- A copy of coordinate c with entry d set to v.
+function H.with(c, d, v)
+  local r = {}
+  for k = 1, #c do r[k] = c[k] end
+  r[d] = v
+  return r
+end
+
+function H.zeros(shape) return H.nested(shape, function() return 0 end) end
+
+-- Integer values, so every dtype (float16, bfloat16, int8, uint8) holds them exactly.
+function H.int_table(shape, lo, hi)
+  return H.nested(shape, function() return math.floor(H.uniform(lo or 0, (hi or 9) + 1)) end)
+end
+
+function H.write_file(path, bytes)
+  local f = assert(io.open(path, 'wb'))
+  f:write(bytes)
+  f:close()
+  return path
+end
+
+function H.read_file(path)
+  local f = assert(io.open(path, 'rb'))
+  local s = f:read('*a')
+  f:close()
+  return s
 end
 
 return H

@@ -25,36 +25,10 @@ local function copy(t)
   return r
 end
 
--- Every coordinate of `shape` in row-major order.
-local function coords(shape)
-  local out = {}
-  local c = {}
-  local function walk(d)
-    if d > #shape then
-      local cc = {}
-      for k = 1, #c do cc[k] = c[k] end
-      out[#out + 1] = cc
-      return
-    end
-    for i = 1, shape[d] do c[d] = i; walk(d + 1) end
-  end
-  walk(1)
-  return out
-end
 
-local function with(c, d, v)
-  local r = {}
-  for k = 1, #c do r[k] = c[k] end
-  r[d] = v
-  return r
-end
 
-local function zeros(shape) return H.nested(shape, function() return 0 end) end
+local coords, with, zeros, int_table = H.coords, H.with, H.zeros, H.int_table
 
--- Integer values, so every dtype (float16, bfloat16, int8, uint8) holds them exactly.
-local function int_table(shape, lo, hi)
-  return H.nested(shape, function() return math.floor(H.uniform(lo or 0, (hi or 9) + 1)) end)
-end
 
 local function as_bool(t) return H.map(function(v) return v ~= 0 end, t) end
 

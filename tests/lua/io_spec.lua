@@ -10,6 +10,7 @@ local ffi = require 'ffi'
 local data = ember.data
 
 -- ---- files ------------------------------------------------------------------------------------
+local write_file, read_file = H.write_file, H.read_file
 local made = {}
 local function tmp(suffix)
   local p = os.tmpname()
@@ -19,19 +20,7 @@ local function tmp(suffix)
   return p
 end
 
-local function write_file(path, bytes)
-  local f = assert(io.open(path, 'wb'))
-  f:write(bytes)
-  f:close()
-  return path
-end
 
-local function read_file(path)
-  local f = assert(io.open(path, 'rb'))
-  local s = f:read('*a')
-  f:close()
-  return s
-end
 
 local function gzip(path)
   assert(os.execute('gzip -kf ' .. path) == 0, 'gzip failed')

@@ -18,33 +18,10 @@ local function set(t, c, val)
   v[c[#c]] = val
 end
 
-local function coords(shape)
-  local out, c = {}, {}
-  local function walk(d)
-    if d > #shape then
-      local cc = {}
-      for k = 1, #c do cc[k] = c[k] end
-      out[#out + 1] = cc
-      return
-    end
-    for i = 1, shape[d] do c[d] = i; walk(d + 1) end
-  end
-  walk(1)
-  return out
-end
 
-local function with(c, d, v)
-  local r = {}
-  for k = 1, #c do r[k] = c[k] end
-  r[d] = v
-  return r
-end
 
-local function zeros(shape) return H.nested(shape, function() return 0 end) end
+local coords, with, zeros, int_table = H.coords, H.with, H.zeros, H.int_table
 
-local function int_table(shape, lo, hi)
-  return H.nested(shape, function() return math.floor(H.uniform(lo or 0, (hi or 9) + 1)) end)
-end
 
 local all_dtypes = { 'float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16',
   'int32', 'int64' }
