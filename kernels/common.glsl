@@ -1,8 +1,8 @@
 // common.glsl: what every Ember compute kernel shares (runtime/src/vulkan/vk_kernels.c fills
 // the other side).
 //
-//  - One descriptor-set layout for every kernel: binding 0 is an array of 4 storage buffers,
-//    each seen as 32-bit words. Tensors of every dtype live in them: 8- and 16-bit elements
+//  - One descriptor-set layout for every kernel: binding k is operand k, a storage buffer
+//    seen as 32-bit words. Tensors of every dtype live in them: 8- and 16-bit elements
 //    are packed into words (stores to them use atomics, since neighbours may belong to other
 //    invocations), 64-bit elements take two words. So no kernel needs 8/16-bit storage.
 //  - One push-constant block of 128 bytes (the guaranteed minimum): the element count, up to 4
@@ -25,7 +25,14 @@
 #define WG_SIZE 256
 layout(local_size_x = WG_SIZE) in;
 
-layout(std430, set = 0, binding = 0) buffer Words { uint w[]; } buf[4];
+// Binding k is operand k. Operand 0, the output, is writable; the inputs are declared
+// readonly, so the driver and the validation layer's synchronization checks see what a kernel
+// only reads. (The set layout has VK_MAX_OPERANDS bindings; these kernels use the first 4.)
+layout(std430, set = 0, binding = 0) buffer Words0 { uint w[]; } buf0;
+layout(std430, set = 0, binding = 1) readonly buffer Words1 { uint w[]; } buf1;
+layout(std430, set = 0, binding = 2) readonly buffer Words2 { uint w[]; } buf2;
+layout(std430, set = 0, binding = 3) readonly buffer Words3 { uint w[]; } buf3;
+#define BUF(K) buf##K
 
 layout(push_constant) uniform Params {
   uint n;          // elements in this dispatch
@@ -71,30 +78,30 @@ uvec4 element_offsets(uint i) {
 
 // ---- raw element access by size. K must be a literal (buffer arrays are indexed by
 // constants only, so no descriptor-indexing feature is needed). ----
-#define LD8(K, e) ((buf[K].w[(e) >> 2] >> (((e) & 3u) * 8u)) & 0xffu)
-#define LD16(K, e) ((buf[K].w[(e) >> 1] >> (((e) & 1u) * 16u)) & 0xffffu)
-#define LD32(K, e) (buf[K].w[e])
-#define LD64(K, e) uvec2(buf[K].w[2u * (e)], buf[K].w[2u * (e) + 1u])
+#define LD8(K, e) ((BUF(K).w[(e) >> 2] >> (((e) & 3u) * 8u)) & 0xffu)
+#define LD16(K, e) ((BUF(K).w[(e) >> 1] >> (((e) & 1u) * 16u)) & 0xffffu)
+#define LD32(K, e) (BUF(K).w[e])
+#define LD64(K, e) uvec2(BUF(K).w[2u * (e)], BUF(K).w[2u * (e) + 1u])
 // Sub-word stores clear, then set their bits, each atomically: other invocations may be
 // writing the other bytes of the same word.
 #define ST8(K, e, v)                                                                    \
   do {                                                                                  \
     uint st_w_ = (e) >> 2, st_s_ = ((e) & 3u) * 8u;                                     \
-    atomicAnd(buf[K].w[st_w_], ~(0xffu << st_s_));                                      \
-    atomicOr(buf[K].w[st_w_], ((v) & 0xffu) << st_s_);                                  \
+    atomicAnd(BUF(K).w[st_w_], ~(0xffu << st_s_));                                      \
+    atomicOr(BUF(K).w[st_w_], ((v) & 0xffu) << st_s_);                                  \
   } while (false)
 #define ST16(K, e, v)                                                                   \
   do {                                                                                  \
     uint st_w_ = (e) >> 1, st_s_ = ((e) & 1u) * 16u;                                    \
-    atomicAnd(buf[K].w[st_w_], ~(0xffffu << st_s_));                                    \
-    atomicOr(buf[K].w[st_w_], ((v) & 0xffffu) << st_s_);                                \
+    atomicAnd(BUF(K).w[st_w_], ~(0xffffu << st_s_));                                    \
+    atomicOr(BUF(K).w[st_w_], ((v) & 0xffffu) << st_s_);                                \
   } while (false)
-#define ST32(K, e, v) buf[K].w[e] = (v)
+#define ST32(K, e, v) BUF(K).w[e] = (v)
 #define ST64(K, e, v)                                                                   \
   do {                                                                                  \
     uvec2 st_v_ = (v);                                                                  \
-    buf[K].w[2u * (e)] = st_v_.x;                                                       \
-    buf[K].w[2u * (e) + 1u] = st_v_.y;                                                  \
+    BUF(K).w[2u * (e)] = st_v_.x;                                                       \
+    BUF(K).w[2u * (e) + 1u] = st_v_.y;                                                  \
   } while (false)
 
 // ---- 16-bit floats, bit-exact with runtime/src/dtype.c (round to nearest even) ----
@@ -178,10 +185,10 @@ void store_bits(uint e, uint size, uvec2 v) {
           }                                                                             \
         }                                                                               \
         if (valid == 0xffffffffu) {                                                     \
-          buf[0].w[w] = word;                                                           \
+          buf0.w[w] = word;                                                           \
         } else {                                                                        \
-          atomicAnd(buf[0].w[w], ~valid);                                               \
-          atomicOr(buf[0].w[w], word);                                                  \
+          atomicAnd(buf0.w[w], ~valid);                                               \
+          atomicOr(buf0.w[w], word);                                                  \
         }                                                                               \
         if (nw - k <= step_) break;                                                     \
       }                                                                                 \

@@ -314,7 +314,10 @@ uvec2 element_bits(uint i, uvec4 off) {
 // needs to reach its memory bandwidth) in a grid-stride loop over a bounded grid. pc.size[0] is
 // the element count (pc.n only sized the grid); the last n % 4 elements go one at a time.
 #define FLAG_VEC4 (1u << 21)
-layout(std430, set = 0, binding = 0) buffer Quads { uvec4 q[]; } qbuf[4];
+layout(std430, set = 0, binding = 0) buffer Quads0 { uvec4 q[]; } qbuf0;
+layout(std430, set = 0, binding = 1) readonly buffer Quads1 { uvec4 q[]; } qbuf1;
+layout(std430, set = 0, binding = 2) readonly buffer Quads2 { uvec4 q[]; } qbuf2;
+layout(std430, set = 0, binding = 3) readonly buffer Quads3 { uvec4 q[]; } qbuf3;
 #if defined(VARIANT_F32)
 #define T4 vec4
 T4 from_bits4(uvec4 w) { return uintBitsToFloat(w); }
@@ -334,10 +337,10 @@ void vec4_main() {
   T c3 = r3 && s3 ? load3(pc.base[3]) : ZERO;
   uvec4 q0 = uvec4(pc.base[0], pc.base[1], pc.base[2], pc.base[3]) >> 2u;
   for (uint v = gid; v < nq; v += step_) {
-    T4 x1 = s1 ? T4(c1) : from_bits4(qbuf[1].q[q0.y + v]);
-    T4 x2 = !r2 ? T4(ZERO) : s2 ? T4(c2) : from_bits4(qbuf[2].q[q0.z + v]);
-    T4 x3 = !r3 ? T4(ZERO) : s3 ? T4(c3) : from_bits4(qbuf[3].q[q0.w + v]);
-    qbuf[0].q[q0.x + v] = uvec4(compute_bits(op, x1.x, x2.x, x3.x).x,
+    T4 x1 = s1 ? T4(c1) : from_bits4(qbuf1.q[q0.y + v]);
+    T4 x2 = !r2 ? T4(ZERO) : s2 ? T4(c2) : from_bits4(qbuf2.q[q0.z + v]);
+    T4 x3 = !r3 ? T4(ZERO) : s3 ? T4(c3) : from_bits4(qbuf3.q[q0.w + v]);
+    qbuf0.q[q0.x + v] = uvec4(compute_bits(op, x1.x, x2.x, x3.x).x,
                                 compute_bits(op, x1.y, x2.y, x3.y).x,
                                 compute_bits(op, x1.z, x2.z, x3.z).x,
                                 compute_bits(op, x1.w, x2.w, x3.w).x);

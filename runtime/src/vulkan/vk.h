@@ -133,6 +133,8 @@ typedef struct vk_frame {
   uint32_t dispatches;
 } vk_frame;
 
+typedef struct vk_device vk_device;
+
 /* ---- pipelines (vk_pipeline.c) ------------------------------------------------------------------- */
 typedef enum vk_kernel_id {
   VK_KERNEL_COPY, VK_KERNEL_CAST, VK_KERNEL_CAST_F64,
@@ -150,8 +152,28 @@ typedef struct vk_params {
 } vk_params;
 _Static_assert(sizeof(vk_params) == 128, "push constants must fit the guaranteed 128 bytes");
 
+/* ---- general launches (vk_pipeline.c) ------------------------------------------------------------
+ * The kernels beyond the elementwise ones (reductions, matmul, indexing, nn, optimizers) each
+ * bring their own push constants, grid and specialization constants. Binding k of the shared
+ * set layout is operand k; a kernel declares the operands it only reads `readonly`. */
+enum { VK_MAX_OPERANDS = 8, VK_MAX_PUSH = 128 };
+typedef struct vk_launch {
+  const char *module;          /* the SPIR-V module: "<file>" or "<file>_<variant>" */
+  const void *push;            /* push constants (at most VK_MAX_PUSH bytes; may be NULL) */
+  uint32_t push_size;
+  uint32_t spec[4];            /* specialization constants 0-3 (the module decides meaning) */
+  const em_tensor *ops[VK_MAX_OPERANDS]; /* NULL entries are unused */
+  uint32_t writes;             /* bit k: the kernel writes operand k (others are only read) */
+  uint32_t groups[3];          /* workgroups in x, y, z (at most the device's limits) */
+} vk_launch;
+/* Records one dispatch, with a barrier first when an operand depends on unsynchronized earlier
+ * work. Call with D->lock held. A zero group count records nothing. */
+int em_vk_launch(vk_device *D, const vk_launch *L);
+/* em_vk_launch for the device of L->ops[0], taking and releasing its lock. */
+int em_vk_launch_locked(const vk_launch *L);
+
 /* ---- a device ------------------------------------------------------------------------------------ */
-typedef struct vk_device {
+struct vk_device {
   int id;                     /* Ember's device id */
   int index;                  /* N of vulkan:N */
   em_backend table;           /* em_vulkan_backend with this device's name */
@@ -189,11 +211,11 @@ typedef struct vk_device {
   VkPipelineCache pipe_cache;
   bool specialize;            /* pipelines per op and formats (vk_pipeline.c) */
   uint32_t specialize_from;   /* ... for dispatches of this many elements on (0: all) */
-  struct vk_pipe_entry *pipes; /* open-addressing map: (kernel, op, fmt, ndim) -> pipeline */
+  struct vk_pipe_entry *pipes; /* open-addressing map: (module, specialization) -> pipeline */
   uint32_t pipe_cap, pipe_count;
   uint32_t pipes_unsaved;     /* created since the cache file was last written */
   char cache_path[512];
-} vk_device;
+};
 
 extern VkInstance em_vk_instance;
 extern int64_t em_vk_validation_messages;

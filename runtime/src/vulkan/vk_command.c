@@ -48,7 +48,8 @@ int em_vk_command_init(vk_device *D) {
     if (!D->push_descriptors) {
       /* Without push descriptors, each batch allocates its sets from its own pool, reset when
        * the batch completes; a batch never holds more dispatches than the pool has sets. */
-      VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * VK_BATCH_DISPATCHES};
+      VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                   VK_MAX_OPERANDS * VK_BATCH_DISPATCHES};
       VkDescriptorPoolCreateInfo dpi = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
         .maxSets = VK_BATCH_DISPATCHES,

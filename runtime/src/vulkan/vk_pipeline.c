@@ -1,10 +1,10 @@
 /*
  * vk_pipeline.c: pipelines and descriptors.
  *
- * Every kernel shares one descriptor-set layout (binding 0: four storage buffers) and one
- * pipeline layout (that set plus 128 bytes of push constants), so a dispatch only pushes its
- * four buffer ranges (VK_KHR_push_descriptor) or, without that extension, takes a set from the
- * batch's descriptor pool.
+ * Every kernel shares one descriptor-set layout (binding k: operand k's storage buffer, for
+ * VK_MAX_OPERANDS operands) and one pipeline layout (that set plus 128 bytes of push
+ * constants), so a dispatch only pushes its buffer ranges (VK_KHR_push_descriptor) or, without
+ * that extension, takes a set from the batch's descriptor pool.
  *
  * Pipelines are created on first use and kept in a map. A kernel reads its op, formats and
  * number of dimensions from the push constants unless specialization constants fix them
@@ -131,21 +131,26 @@ static void save_cache(vk_device *D) {
 /* ---- layouts and pipelines ------------------------------------------------------------------ */
 
 int em_vk_pipeline_init(vk_device *D) {
-  VkDescriptorSetLayoutBinding binding = {
-    .binding = 0,
-    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-    .descriptorCount = 4,
-    .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
-  };
+  if (D->props.limits.maxPerStageDescriptorStorageBuffers < VK_MAX_OPERANDS)
+    return em_error("%s allows %u storage buffers per kernel; Ember's kernels need %d", D->name,
+                    D->props.limits.maxPerStageDescriptorStorageBuffers, VK_MAX_OPERANDS);
+  VkDescriptorSetLayoutBinding bindings[VK_MAX_OPERANDS];
+  for (int i = 0; i < VK_MAX_OPERANDS; i++)
+    bindings[i] = (VkDescriptorSetLayoutBinding){
+      .binding = (uint32_t)i,
+      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+      .descriptorCount = 1,
+      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+    };
   VkDescriptorSetLayoutCreateInfo li = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
     .flags = D->push_descriptors ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
-    .bindingCount = 1,
-    .pBindings = &binding,
+    .bindingCount = VK_MAX_OPERANDS,
+    .pBindings = bindings,
   };
   VkResult r = D->fn.vkCreateDescriptorSetLayout(D->dev, &li, NULL, &D->set_layout);
   if (r != VK_SUCCESS) return em_error("%s: vkCreateDescriptorSetLayout failed (%s)", D->name, em_vk_result_name(r));
-  VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(vk_params)};
+  VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_MAX_PUSH};
   VkPipelineLayoutCreateInfo pli = {
     .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
     .setLayoutCount = 1,
@@ -179,32 +184,44 @@ int em_vk_pipeline_init(vk_device *D) {
   return 0;
 }
 
-static const em_spirv_module *find_module(const char *name) {
-  for (size_t i = 0; i < em_spirv_module_count; i++)
-    if (strcmp(em_spirv_modules[i].name, name) == 0) return &em_spirv_modules[i];
-  return NULL;
+/* The index of a SPIR-V module by name, or -1. Callers pass string literals, so the pointer
+ * is remembered: a launch costs a pointer comparison, not a search. */
+static int module_index(const char *name) {
+  enum { MEMO = 64 };
+  static struct { const char *name; int index; } memo[MEMO];
+  static int used;
+  for (int i = 0; i < used; i++)
+    if (memo[i].name == name) return memo[i].index;
+  int found = -1;
+  for (size_t i = 0; i < em_spirv_module_count && found < 0; i++)
+    if (strcmp(em_spirv_modules[i].name, name) == 0) found = (int)i;
+  if (found >= 0 && used < MEMO) {
+    memo[used].index = found;
+    memo[used++].name = name;
+  }
+  return found;
 }
 
+/* A pipeline: a module with its 4 specialization constants (~0u where the kernel reads the
+ * value from its push constants instead). */
 struct vk_pipe_entry {
-  uint32_t kernel, op, fmt, ndim; /* kernel + 1, so that 0 marks an empty slot */
+  uint32_t module;                /* module index + 1, so that 0 marks an empty slot */
+  uint32_t spec[4];
   VkPipeline pipeline;            /* VK_NULL_HANDLE while only counted */
   uint32_t uses;                  /* dispatches before it was specialized */
 };
 
-static uint32_t key_hash(uint32_t kernel, uint32_t op, uint32_t fmt, uint32_t ndim) {
-  uint32_t h = kernel * 0x9e3779b1u;
-  h = (h ^ op) * 0x85ebca6bu;
-  h = (h ^ fmt) * 0xc2b2ae35u;
-  h = (h ^ ndim) * 0x27d4eb2fu;
+static uint32_t key_hash(uint32_t module, const uint32_t *spec) {
+  uint32_t h = module * 0x9e3779b1u;
+  for (int i = 0; i < 4; i++) h = (h ^ spec[i]) * 0x85ebca6bu + (uint32_t)i;
   return h ^ (h >> 15);
 }
 
-static struct vk_pipe_entry *slot(vk_device *D, uint32_t kernel, uint32_t op, uint32_t fmt,
-                                  uint32_t ndim) {
-  uint32_t mask = D->pipe_cap - 1, i = key_hash(kernel, op, fmt, ndim) & mask;
+static struct vk_pipe_entry *slot(vk_device *D, uint32_t module, const uint32_t *spec) {
+  uint32_t mask = D->pipe_cap - 1, i = key_hash(module, spec) & mask;
   for (;; i = (i + 1) & mask) {
     struct vk_pipe_entry *e = &D->pipes[i];
-    if (e->kernel == 0 || (e->kernel == kernel && e->op == op && e->fmt == fmt && e->ndim == ndim))
+    if (e->module == 0 || (e->module == module && memcmp(e->spec, spec, sizeof e->spec) == 0))
       return e;
   }
 }
@@ -220,7 +237,7 @@ static int grow(vk_device *D) {
   D->pipes = fresh;
   D->pipe_cap = cap;
   for (uint32_t i = 0; i < old_cap; i++)
-    if (old[i].kernel) *slot(D, old[i].kernel, old[i].op, old[i].fmt, old[i].ndim) = old[i];
+    if (old[i].module) *slot(D, old[i].module, old[i].spec) = old[i];
   free(old);
   return 0;
 }
@@ -238,36 +255,31 @@ static void save_all_at_exit(void) {
   }
 }
 
-static VkPipeline create_pipeline(vk_device *D, vk_kernel_id k, uint32_t op, uint32_t fmt,
-                                  uint32_t ndim) {
-  const em_spirv_module *m = find_module(kernel_modules[k]);
-  if (m == NULL) {
-    em_error("%s: the kernel %s is not in this build", D->name, kernel_modules[k]);
-    return VK_NULL_HANDLE;
-  }
+static VkPipeline create_pipeline(vk_device *D, int module, const uint32_t *spec_values) {
+  const em_spirv_module *m = &em_spirv_modules[module];
   VkShaderModuleCreateInfo si = {
     .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
     .codeSize = m->size,
     .pCode = m->words,
   };
-  VkShaderModule module;
-  VkResult r = D->fn.vkCreateShaderModule(D->dev, &si, NULL, &module);
+  VkShaderModule shader;
+  VkResult r = D->fn.vkCreateShaderModule(D->dev, &si, NULL, &shader);
   if (r != VK_SUCCESS) {
     em_error("%s: loading the kernel %s failed (%s)", D->name, m->name, em_vk_result_name(r));
     return VK_NULL_HANDLE;
   }
-  uint32_t values[3] = {op, fmt, ndim};
-  VkSpecializationMapEntry entries[3] = {
-    {0, 0, sizeof(uint32_t)}, {1, sizeof(uint32_t), sizeof(uint32_t)},
-    {2, 2 * sizeof(uint32_t), sizeof(uint32_t)},
-  };
-  VkSpecializationInfo spec = {3, entries, sizeof values, values};
+  uint32_t values[4];
+  memcpy(values, spec_values, sizeof values);
+  VkSpecializationMapEntry entries[4];
+  for (uint32_t i = 0; i < 4; i++)
+    entries[i] = (VkSpecializationMapEntry){i, i * (uint32_t)sizeof(uint32_t), sizeof(uint32_t)};
+  VkSpecializationInfo spec = {4, entries, sizeof values, values};
   VkComputePipelineCreateInfo ci = {
     .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
     .stage = {
       .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
       .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-      .module = module,
+      .module = shader,
       .pName = "main",
       .pSpecializationInfo = &spec,
     },
@@ -275,7 +287,7 @@ static VkPipeline create_pipeline(vk_device *D, vk_kernel_id k, uint32_t op, uin
   };
   VkPipeline p = VK_NULL_HANDLE;
   r = D->fn.vkCreateComputePipelines(D->dev, D->pipe_cache, 1, &ci, NULL, &p);
-  D->fn.vkDestroyShaderModule(D->dev, module, NULL);
+  D->fn.vkDestroyShaderModule(D->dev, shader, NULL);
   if (r != VK_SUCCESS) {
     em_error("%s: compiling the kernel %s failed (%s)", D->name, m->name, em_vk_result_name(r));
     return VK_NULL_HANDLE;
@@ -284,12 +296,11 @@ static VkPipeline create_pipeline(vk_device *D, vk_kernel_id k, uint32_t op, uin
 }
 
 /* Records a new pipeline in map slot e and, now and then, the cache file. */
-static VkPipeline remember(vk_device *D, struct vk_pipe_entry *e, vk_kernel_id k, uint32_t op,
-                           uint32_t fmt, uint32_t ndim) {
-  VkPipeline pipeline = create_pipeline(D, k, op, fmt, ndim);
+static VkPipeline remember(vk_device *D, struct vk_pipe_entry *e, int module, const uint32_t *spec) {
+  VkPipeline pipeline = create_pipeline(D, module, spec);
   if (pipeline == VK_NULL_HANDLE) return VK_NULL_HANDLE;
-  if (e->kernel == 0) D->pipe_count++;
-  *e = (struct vk_pipe_entry){(uint32_t)k + 1, op, fmt, ndim, pipeline, 0};
+  if (e->module == 0) D->pipe_count++;
+  *e = (struct vk_pipe_entry){(uint32_t)module + 1, {spec[0], spec[1], spec[2], spec[3]}, pipeline, 0};
   if (D->pipes_unsaved++ == 0 && D->cache_path[0]) {
     static bool registered;
     bool listed = false;
@@ -304,60 +315,80 @@ static VkPipeline remember(vk_device *D, struct vk_pipe_entry *e, vk_kernel_id k
   return pipeline;
 }
 
-/* The pipeline for a dispatch: specialized to its op, formats and dimensions, or generic. On
- * a CPU-type driver a combination is specialized once it is hot (VK_HOT_USES dispatches) or
- * large; until then it runs on the kernel's generic pipeline. */
+static int missing_module(vk_device *D, const char *name) {
+  return em_error("%s: the kernel %s is not in this build", D->name, name);
+}
+
+/* The pipeline of a module with these specialization constants, created on first use. */
+static VkPipeline pipeline_for(vk_device *D, int module, const uint32_t *spec) {
+  if (grow(D) != 0) return VK_NULL_HANDLE;
+  struct vk_pipe_entry *e = slot(D, (uint32_t)module + 1, spec);
+  if (e->pipeline) return e->pipeline;
+  return remember(D, e, module, spec);
+}
+
+/* The pipeline for an elementwise dispatch: specialized to its op, formats and dimensions, or
+ * generic. On a CPU-type driver a combination is specialized once it is hot (VK_HOT_USES
+ * dispatches) or large; until then it runs on the kernel's generic pipeline. */
 enum { VK_HOT_USES = 16 };
 static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k, const vk_params *p) {
+  static int modules[VK_NUM_KERNELS];  /* index + 1, 0 until looked up */
+  if (modules[k] == 0) {
+    int m = module_index(kernel_modules[k]);
+    if (m < 0) {
+      missing_module(D, kernel_modules[k]);
+      return VK_NULL_HANDLE;
+    }
+    modules[k] = m + 1;
+  }
+  int module = modules[k] - 1;
   if (grow(D) != 0) return VK_NULL_HANDLE;
   if (D->specialize) {
-    uint32_t op = p->op, fmt = p->fmt, ndim = p->ndim == 1 ? 1 : 0;
-    struct vk_pipe_entry *e = slot(D, (uint32_t)k + 1, op, fmt, ndim);
+    uint32_t spec[4] = {p->op, p->fmt, p->ndim == 1 ? 1 : 0, ~0u};
+    struct vk_pipe_entry *e = slot(D, (uint32_t)module + 1, spec);
     if (e->pipeline) return e->pipeline;
     bool now = D->specialize_from == 0 || p->n >= D->specialize_from || e->uses + 1 >= VK_HOT_USES;
-    if (now) return remember(D, e, k, op, fmt, ndim);
-    if (e->kernel == 0) {  /* count the uses of a combination not yet specialized */
-      *e = (struct vk_pipe_entry){(uint32_t)k + 1, op, fmt, ndim, VK_NULL_HANDLE, 0};
+    if (now) return remember(D, e, module, spec);
+    if (e->module == 0) {  /* count the uses of a combination not yet specialized */
+      *e = (struct vk_pipe_entry){(uint32_t)module + 1, {spec[0], spec[1], spec[2], spec[3]},
+                                  VK_NULL_HANDLE, 0};
       D->pipe_count++;
       if (grow(D) != 0) return VK_NULL_HANDLE;
-      e = slot(D, (uint32_t)k + 1, op, fmt, ndim);
+      e = slot(D, (uint32_t)module + 1, spec);
     }
     e->uses++;
   }
-  struct vk_pipe_entry *g = slot(D, (uint32_t)k + 1, ~0u, ~0u, 0);
-  if (g->pipeline) return g->pipeline;
-  return remember(D, g, k, ~0u, ~0u, 0);
+  static const uint32_t generic[4] = {~0u, ~0u, 0, ~0u};
+  return pipeline_for(D, module, generic);
 }
 
-int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,
-                   int nops) {
-  VkPipeline pipeline = get_pipeline(D, k, p);
-  if (pipeline == VK_NULL_HANDLE) return -1;
+/* Binds the pipeline and the operands' buffers, pushes the constants and records the
+ * dispatch. blocks[k] is operand k's memory (NULL: unused, bound to operand 0's so that every
+ * binding is valid). */
+static int record(vk_device *D, VkPipeline pipeline, vk_block *const *blocks, const void *push,
+                  uint32_t push_size, const uint32_t *groups) {
   VkCommandBuffer cmd = em_vk_cmd(D);
   if (cmd == NULL) return -1;
-  vk_block *blocks[4] = {NULL, NULL, NULL, NULL};
-  for (int i = 0; i < nops && i < 4; i++)
-    if (ops[i]) blocks[i] = ops[i]->storage->backend_ctx;
-  em_vk_hazards(D, cmd, blocks + 1, 3, blocks, 1);
   if (D->bound != pipeline) {
     D->fn.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     D->bound = pipeline;
   }
-  /* Unused slots repeat operand 0: every descriptor of the array must be valid. */
-  VkDescriptorBufferInfo infos[4];
-  for (int i = 0; i < 4; i++) {
+  VkDescriptorBufferInfo infos[VK_MAX_OPERANDS];
+  VkWriteDescriptorSet writes[VK_MAX_OPERANDS];
+  for (int i = 0; i < VK_MAX_OPERANDS; i++) {
     const vk_block *b = blocks[i] ? blocks[i] : blocks[0];
     infos[i] = (VkDescriptorBufferInfo){b->slab->buffer, b->offset, b->size};
+    writes[i] = (VkWriteDescriptorSet){
+      .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+      .dstBinding = (uint32_t)i,
+      .descriptorCount = 1,
+      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+      .pBufferInfo = &infos[i],
+    };
   }
-  VkWriteDescriptorSet write = {
-    .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-    .dstBinding = 0,
-    .descriptorCount = 4,
-    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-    .pBufferInfo = infos,
-  };
   if (D->push_descriptors) {
-    D->fn.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, D->pipe_layout, 0, 1, &write);
+    D->fn.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, D->pipe_layout, 0,
+                                    VK_MAX_OPERANDS, writes);
   } else {
     vk_frame *f = &D->frames[D->current];
     VkDescriptorSetAllocateInfo ai = {
@@ -370,17 +401,70 @@ int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_te
     VkResult r = D->fn.vkAllocateDescriptorSets(D->dev, &ai, &set);
     if (r != VK_SUCCESS)
       return em_error("%s: vkAllocateDescriptorSets failed (%s)", D->name, em_vk_result_name(r));
-    write.dstSet = set;
-    D->fn.vkUpdateDescriptorSets(D->dev, 1, &write, 0, NULL);
+    for (int i = 0; i < VK_MAX_OPERANDS; i++) writes[i].dstSet = set;
+    D->fn.vkUpdateDescriptorSets(D->dev, VK_MAX_OPERANDS, writes, 0, NULL);
     D->fn.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, D->pipe_layout, 0, 1, &set,
                                   0, NULL);
   }
-  D->fn.vkCmdPushConstants(cmd, D->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *p, p);
+  if (push_size > 0)
+    D->fn.vkCmdPushConstants(cmd, D->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+  D->fn.vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+  return em_vk_count_dispatch(D);
+}
+
+int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,
+                   int nops) {
+  VkPipeline pipeline = get_pipeline(D, k, p);
+  if (pipeline == VK_NULL_HANDLE) return -1;
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd == NULL) return -1;
+  vk_block *blocks[VK_MAX_OPERANDS] = {NULL};
+  for (int i = 0; i < nops && i < 4; i++)
+    if (ops[i]) blocks[i] = ops[i]->storage->backend_ctx;
+  em_vk_hazards(D, cmd, blocks + 1, 3, blocks, 1);
   uint64_t groups = ((uint64_t)p->n + 255) / 256;
   uint64_t max_groups = D->props.limits.maxComputeWorkGroupCount[0];
   if (max_groups > 65535) max_groups = 65535;
   if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_groups = 2; /* exercises the grid-stride loop */
   if (groups > max_groups) groups = max_groups;
-  D->fn.vkCmdDispatch(cmd, (uint32_t)groups, 1, 1);
-  return em_vk_count_dispatch(D);
+  uint32_t grid[3] = {(uint32_t)groups, 1, 1};
+  return record(D, pipeline, blocks, p, sizeof *p, grid);
+}
+
+int em_vk_launch(vk_device *D, const vk_launch *L) {
+  if (L->groups[0] == 0 || L->groups[1] == 0 || L->groups[2] == 0) return 0;
+  for (int d = 0; d < 3; d++)
+    if (L->groups[d] > D->props.limits.maxComputeWorkGroupCount[d])
+      return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                               "%s: not implemented on %s for a grid of %u workgroups in "
+                               "dimension %d (the device allows %u)", L->module, D->name,
+                               L->groups[d], d, D->props.limits.maxComputeWorkGroupCount[d]);
+  if (L->push_size > VK_MAX_PUSH)
+    return em_error("%s: %u bytes of push constants (at most %d)", L->module, L->push_size,
+                    VK_MAX_PUSH);
+  int module = module_index(L->module);
+  if (module < 0) return missing_module(D, L->module);
+  VkPipeline pipeline = pipeline_for(D, module, L->spec);
+  if (pipeline == VK_NULL_HANDLE) return -1;
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd == NULL) return -1;
+  vk_block *blocks[VK_MAX_OPERANDS] = {NULL}, *reads[VK_MAX_OPERANDS] = {NULL},
+           *writes[VK_MAX_OPERANDS] = {NULL};
+  for (int i = 0; i < VK_MAX_OPERANDS; i++) {
+    if (L->ops[i] == NULL) continue;
+    blocks[i] = L->ops[i]->storage->backend_ctx;
+    if (L->writes & (1u << i)) writes[i] = blocks[i];
+    else reads[i] = blocks[i];
+  }
+  if (blocks[0] == NULL) return em_error("%s: operand 0 is missing", L->module);
+  em_vk_hazards(D, cmd, reads, VK_MAX_OPERANDS, writes, VK_MAX_OPERANDS);
+  return record(D, pipeline, blocks, L->push, L->push_size, L->groups);
+}
+
+int em_vk_launch_locked(const vk_launch *L) {
+  vk_device *D = em_vk_device(L->ops[0]->device_id);
+  pthread_mutex_lock(&D->lock);
+  int rc = em_vk_launch(D, L);
+  pthread_mutex_unlock(&D->lock);
+  return rc;
 }
