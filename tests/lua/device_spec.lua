@@ -219,14 +219,14 @@ describe('devices', function()
     end)
 
     it('the Vulkan suite runs under the Khronos validation layer with zero messages', function()
-      -- vulkan_spec.lua once more, with EMBER_VK_VALIDATION=1: the validation layer and its
+      -- every vulkan*_spec.lua once more, with EMBER_VK_VALIDATION=1: the validation layer and its
       -- synchronization validation (which checks every barrier) report to Ember, which prints
       -- each message; any message fails this test.
       local layers = io.popen('ls /usr/share/vulkan/explicit_layer.d/ /etc/vulkan/explicit_layer.d/ 2>/dev/null'):read('*a')
       if not layers:find('validation') then return pending('the validation layer is not installed') end
       local errf = os.tmpname()
       local p = io.popen(('env EMBER_VK_SPEC_CHILD=1 EMBER_VK_VALIDATION=1 EMBER_LIB=%q ' ..
-        'busted --lua=luajit -o TAP tests/lua/vulkan_spec.lua 2> %q'):format(lib, errf))
+        "busted --lua=luajit -o TAP -p 'vulkan.*_spec' tests/lua 2> %q"):format(lib, errf))
       local out = p:read('*a')
       p:close()
       local ef = io.open(errf)

@@ -7,81 +7,16 @@
 -- pipeline cache. tests/lua/device_spec.lua runs this whole file once more under the Khronos
 -- validation layer (EMBER_VK_SPEC_CHILD set) with zero messages allowed.
 --
--- It selects lavapipe (llvmpipe) by name when present, else vulkan:0, and is pending when the
--- machine has no Vulkan device at all.
-local H = require 'helpers'
-local ember = H.ember
-
-local function find_device()
-  local first
-  for _, d in ipairs(ember.devices()) do
-    if d.type ~= 'cpu' then
-      if d.description:find('llvmpipe', 1, true) then return d.name end
-      first = first or d.name
-    end
-  end
-  return first
-end
-
-local V = find_device()
+-- The device under test and the comparison helpers are in vk_helpers.lua.
+local VK = require 'vk_helpers'
+local H, ember, V = VK.H, VK.ember, VK.V
 if V == nil then
-  local _, why = pcall(ember.device, 'vulkan')
-  describe('vulkan', function() pending('no Vulkan device: ' .. tostring(why)) end)
+  describe('vulkan', function() pending('no Vulkan device: ' .. VK.why) end)
   return
 end
-local info = ember.device(V):info()
-local has_f64 = info.features.float64
-local nested = os.getenv('EMBER_VK_SPEC_CHILD') ~= nil -- run by device_spec under validation
-
-local function on(t) return t:to(V) end
-
--- Per-dtype tolerances: exact for integers and bool, last-bit differences for floats (GPU
--- division and transcendental functions are not correctly rounded), one 16-bit ulp.
-local tolerances = {
-  float32 = { 2e-6, 1e-6 }, float64 = { 1e-12, 1e-14 }, float16 = { 1e-3, 1e-4 },
-  bfloat16 = { 8e-3, 1e-3 },
-}
-local approx_tol = { float32 = { 3e-5, 3e-6 }, float64 = { 1e-12, 1e-14 },
-  float16 = { 2e-3, 2e-4 }, bfloat16 = { 1.6e-2, 2e-3 } }
-
--- Asserts that the Vulkan result matches the CPU's: same dtype, shape and values.
-local function agree(got, want, what, approx)
-  assert.are.equal(V, got:device(), what)
-  assert.are.equal(want:dtype(), got:dtype(), what .. ': dtype')
-  local tol = (approx and approx_tol or tolerances)[want:dtype()] or { 0, 0 }
-  H.assert_close(got:to('cpu'), want:totable(), tol[1], tol[2], what)
-end
-
--- Random data of a dtype as a CPU tensor; lo/hi bound the values.
-local function data(dtype, shape, lo, hi)
-  local t = H.rand_table(shape, lo or -3, hi or 3)
-  if dtype == 'bool' then
-    return ember.tensor(H.map(function(v) return v > 0 end, t))
-  end
-  if not ember.tensor(0, { dtype = dtype }):is_floating_point() then
-    t = H.map(function(v) return math.floor(v) end, t)
-  end
-  return ember.tensor(t, { dtype = dtype })
-end
-
--- The same logical input laid out several ways, built with the same view ops on both devices.
--- Each entry: name, cpu tensor, vulkan tensor. `make(shape)` gives a contiguous CPU tensor.
-local function layouts(make, rows, cols)
-  local out = {}
-  local function add(name, base, view)
-    out[#out + 1] = { name, view(base), view(on(base)) }
-  end
-  add('contiguous', make({ rows, cols }), function(t) return t end)
-  add('transposed', make({ cols, rows }), function(t) return t:t() end)
-  add('sliced', make({ rows, 2 * cols }), function(t) return t[{ {}, { 1, -1, 2 } }] end)
-  add('offset', make({ rows + 1, cols }), function(t) return t:narrow(1, 2, rows) end)
-  add('broadcast', make({ 1, cols }), function(t) return t:expand(rows, cols) end)
-  add('zero-size', make({ 0, cols }), function(t) return t end)
-  add('large', make({ 97, 301 }), function(t) return t end)
-  return out
-end
-
-local function is_float(dtype) return ember.tensor(0, { dtype = dtype }):is_floating_point() end
+local info, has_f64, nested = VK.info, VK.has_f64, VK.nested
+local on, agree, data, layouts, is_float = VK.on, VK.agree, VK.data, VK.layouts, VK.is_float
+local tolerances = VK.tolerances
 
 describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
   describe('transfers', function()

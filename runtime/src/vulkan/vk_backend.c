@@ -5,6 +5,20 @@
  */
 #include "vk.h"
 
+/* The kernel-table functions of each area, defined in its own file. */
+/* -- reductions (vk_reduce.c) -- */
+
+/* -- matmul (vk_matmul.c) -- */
+
+/* -- indexing and sorting (vk_index.c) -- */
+
+/* -- convolution and pooling (vk_conv.c) -- */
+
+/* -- normalization and losses (vk_norm.c) -- */
+
+/* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
+
+
 /* The table's synchronize takes no device: it waits for every started device. */
 static int synchronize_all(void) { return em_synchronize(-1); }
 
@@ -25,4 +39,16 @@ const em_backend em_vulkan_backend = {
   .clamp = em_vk_clamp,
   .lerp = em_vk_lerp,
   .addc = em_vk_addc,
+  /* -- reductions -- */
+
+  /* -- matmul -- */
+
+  /* -- indexing and sorting -- */
+
+  /* -- convolution and pooling -- */
+
+  /* -- normalization and losses -- */
+
+  /* -- random numbers and optimizer steps -- */
+
 };
