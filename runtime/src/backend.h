@@ -34,6 +34,11 @@ struct em_class_loss;
 
 struct em_backend {
   const char *name;
+  /* Whether the elementwise slots (unary ... addc) take host scalars: an operand whose storage
+   * is a CPU cell holding one value of the compute dtype (storage->device_id != device_id,
+   * all strides 0). A GPU backend passes it to the kernel as an immediate; without this flag
+   * such scalars are first copied to a one-element device tensor. */
+  bool host_scalars;
 
   /* ---- memory ---- */
   /* Fills s->data / s->backend_ctx for s->nbytes bytes; -1 with an OOM error on failure. */

@@ -356,6 +356,28 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
       agree(on(u) + on(i), u + i, 'uint8 + int8')
     end)
 
+    it('take Lua numbers as immediates: every class, either side, no device allocation', function()
+      local dtypes = { 'float32', 'float16', 'bfloat16', 'int32', 'int64', 'int8', 'uint8' }
+      if has_f64 then dtypes[#dtypes + 1] = 'float64' end
+      for _, dtype in ipairs(dtypes) do
+        local a = data(dtype, { 5, 9 }, -20, 20)
+        local va = on(a)
+        agree(va + 3, a + 3, dtype .. ' + 3')
+        agree(7 * va, 7 * a, '7 * ' .. dtype)
+        agree(5 - va, 5 - a, '5 - ' .. dtype)
+        if is_float(dtype) then agree(va * 2.5, a * 2.5, dtype .. ' * 2.5') end
+        agree(va:t() + 1, a:t() + 1, dtype .. ' transposed + 1')
+      end
+      local x = on(ember.ones(1000))
+      x = x * 2 -- the first use creates the pipeline
+      ember.synchronize()
+      local s0 = ember.memory.stats(V)
+      local y = x * 3 + 1
+      local s1 = ember.memory.stats(V)
+      assert.are.equal(s0.num_allocs + 2, s1.num_allocs) -- the two results, no scalar tensors
+      assert.are.equal(7, y[1])
+    end)
+
     it('work in place, including on strided and packed-byte views', function()
       local c, d = data('float32', { 6, 10 }, -3, 3), data('float32', { 10 }, -3, 3)
       local v = on(c)

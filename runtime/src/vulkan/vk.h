@@ -43,7 +43,7 @@
   X(vkGetBufferMemoryRequirements) X(vkBindBufferMemory) X(vkCreateCommandPool)               \
   X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                   \
   X(vkResetCommandBuffer) X(vkCreateFence) X(vkResetFences) X(vkWaitForFences)                \
-  X(vkQueueSubmit) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdDispatch)                \
+  X(vkQueueSubmit) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdUpdateBuffer) X(vkCmdDispatch)                \
   X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdBindDescriptorSets)                       \
   X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)                \
   X(vkCreatePipelineLayout) X(vkCreateDescriptorSetLayout) X(vkCreateDescriptorPool)          \

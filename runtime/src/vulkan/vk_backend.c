@@ -24,6 +24,7 @@ static int synchronize_all(void) { return em_synchronize(-1); }
 
 const em_backend em_vulkan_backend = {
   .name = "vulkan",
+  .host_scalars = true,
   .storage_alloc = em_vk_storage_alloc,
   .storage_free = em_vk_storage_free,
   .read = em_vk_read,

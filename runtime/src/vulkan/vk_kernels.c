@@ -20,7 +20,8 @@
 
 /* Op codes beyond the em_unary_op / 32 + em_binary_op ranges (kernels/pointwise.comp). */
 enum { OP_ADD_ALPHA = 57, OP_CLAMP = 64, OP_LERP = 65, OP_ADDCMUL = 66, OP_ADDCDIV = 67 };
-enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20, FLAG_VEC4 = 1 << 21 };
+enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20, FLAG_VEC4 = 1 << 21,
+       FLAG_IMM1 = 1 << 22 };
 enum { COPY_OP_COPY, COPY_OP_FILL, COPY_OP_WHERE };
 enum { CAST_OP_CAST, CAST_OP_ARANGE, CAST_OP_LINSPACE, CAST_OP_ARANGE_INT };
 
@@ -101,9 +102,12 @@ static int too_large(const vk_device *D, const char *fn) {
                            "beyond 2^31", fn, D->name);
 }
 
-/* Records the dispatches of kernel k over the geometry; p holds op, fmt and args. */
+static void put_imm(vk_params *p, vk_kernel_id k, int q, const em_tensor *t);
+
+/* Records the dispatches of kernel k over the geometry; p holds op, fmt and args. imm[q],
+ * when set, is a host scalar standing for operand q (ts[q] is then NULL). */
 static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
-               const em_tensor *const *ts, int nops) {
+               const em_tensor *const *ts, int nops, const em_tensor *const *imm) {
   geometry g;
   build_geometry(&g, ts, nops);
   int inner = g.ndim < 4 ? g.ndim : 4, outer = g.ndim - inner;
@@ -123,6 +127,8 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
     for (int q = 0; q < nops; q++) /* beyond nops, stride[] may carry arguments (linspace) */
       p->stride[4 * q + d] = d < inner ? (int32_t)g.stride[q][src] : 0;
   }
+  for (int q = 1; q < nops; q++)
+    if (imm[q]) put_imm(p, k, q, imm[q]);
   /* 1- and 2-byte outputs laid out in iteration order are stored a word at a time. */
   if (em_dtypes[ts[0]->dtype_id].size < 4) {
     bool dense = true;
@@ -163,7 +169,40 @@ static uint32_t formats(const em_tensor *const *ts, int nops) {
   return f;
 }
 
-/* Locks the operands' device around the dispatches. */
+/* A host scalar (backend.h, host_scalars): a stride-0 view of a CPU cell holding one value of
+ * the compute dtype, standing for a scalar operand. */
+static bool is_host_scalar(const em_tensor *t) {
+  return t != NULL && t->storage->device_id != t->device_id;
+}
+
+/* Operand q's value as an immediate in the class's encoding (pointwise.comp's imm_value). */
+static void put_imm(vk_params *p, vk_kernel_id k, int q, const em_tensor *t) {
+  const char *src = (const char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
+  uint64_t bits = 0;
+  if (k == VK_KERNEL_PW_F32) {
+    float f = (float)em_load_as_double(src, (em_dtype)t->dtype_id);
+    memcpy(&bits, &f, 4);
+  } else if (k == VK_KERNEL_PW_F64) {
+    double d = em_load_as_double(src, (em_dtype)t->dtype_id);
+    memcpy(&bits, &d, 8);
+  } else if (k == VK_KERNEL_PW_I32) {
+    uint32_t i = (uint32_t)em_load_as_int64(src, (em_dtype)t->dtype_id);
+    bits = i;
+  } else {
+    int64_t i = em_load_as_int64(src, (em_dtype)t->dtype_id);
+    memcpy(&bits, &i, 8);
+  }
+  memcpy(&p->stride[4 * q + 2], &bits, 8);
+  p->fmt |= (uint32_t)FLAG_IMM1 << (q - 1);
+}
+
+static bool pointwise_kernel(vk_kernel_id k) {
+  return k == VK_KERNEL_PW_F32 || k == VK_KERNEL_PW_I32 || k == VK_KERNEL_PW_F64 ||
+         k == VK_KERNEL_PW_I64;
+}
+
+/* Locks the operands' device around the dispatches. Host scalars become immediates for the
+ * pointwise kernels, and one-element device tensors for the others (copy's where). */
 static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor *const *ts,
                   int nops) {
   vk_device *D = em_vk_device(ts[0]->device_id);
@@ -172,9 +211,37 @@ static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor 
                              "%s: not implemented on %s for float64 (the device lacks "
                              "shaderFloat64)", fn, D->name);
   p->fmt |= formats(ts, nops);
-  pthread_mutex_lock(&D->lock);
-  int rc = run(D, fn, k, p, ts, nops);
-  pthread_mutex_unlock(&D->lock);
+  const em_tensor *dev_ts[4] = {NULL}, *imm[4] = {NULL};
+  em_tensor views[4];
+  em_tensor *owned[4] = {NULL};
+  int rc = 0;
+  for (int q = 0; q < nops; q++) {
+    dev_ts[q] = ts[q];
+    if (q == 0 || !is_host_scalar(ts[q])) continue;
+    if (pointwise_kernel(k)) {
+      imm[q] = ts[q];
+      dev_ts[q] = NULL;
+      continue;
+    }
+    const em_tensor *t = ts[q];
+    const char *src = (const char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
+    owned[q] = em_scalar_tensor(em_load_as_double(src, (em_dtype)t->dtype_id), (em_dtype)t->dtype_id,
+                                t->device_id, 0);
+    if (owned[q] == NULL) {
+      rc = -1;
+      break;
+    }
+    views[q] = *t;
+    views[q].storage = owned[q]->storage;
+    views[q].offset = owned[q]->offset;
+    dev_ts[q] = &views[q];
+  }
+  if (rc == 0) {
+    pthread_mutex_lock(&D->lock);
+    rc = run(D, fn, k, p, dev_ts, nops, imm);
+    pthread_mutex_unlock(&D->lock);
+  }
+  for (int q = 0; q < 4; q++) em_release(owned[q]);
   return rc;
 }
 
