@@ -773,6 +773,37 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
       assert.are.equal('true\t299997\tcpu\n', out)
     end)
 
+    it('copies dense ranges with the vec4 copy kernel as on a GPU', function()
+      local code = ([[
+        local ember = require 'ember'
+        local V = %q
+        local bad = 0
+        for _, dtype in ipairs({ 'float32', 'int8', 'float16', 'int64', 'bool' }) do
+          for _, n in ipairs({ 1, 3, 4, 7, 16, 33, 1000, 4099 }) do
+            local c = (ember.rand(n + 9) * 100):to(dtype)
+            local v = c:to(V)
+            local pairs_ = {
+              { c:clone(), v:clone() },                              -- aligned
+              { c:narrow(1, 5, n):clone(), v:narrow(1, 5, n):clone() }, -- offset source
+              { c:narrow(1, 2, n):contiguous(), v:narrow(1, 2, n):contiguous() },
+            }
+            local dc, dv = ember.zeros(n + 9, { dtype = dtype }), ember.zeros(n + 9, { dtype = dtype, device = V })
+            dc:narrow(1, 5, n):copy_(c:narrow(1, 1, n))
+            dv:narrow(1, 5, n):copy_(v:narrow(1, 1, n))
+            pairs_[#pairs_ + 1] = { dc, dv }
+            for _, p in ipairs(pairs_) do
+              local want, got = p[1]:totable(), p[2]:to('cpu'):totable()
+              for i = 1, #want do if want[i] ~= got[i] then bad = bad + 1 end end
+            end
+          end
+        end
+        print(bad)
+      ]]):format(V)
+      local out, err, rc = child('EMBER_VK_TEST=gpu-copies,small-grid', code)
+      assert.are.equal(0, rc, err)
+      assert.are.equal('0\n', out)
+    end)
+
     it('EMBER_DEVICE selects the device at start-up', function()
       local out, err, rc = child('EMBER_DEVICE=' .. V,
         'local e = require "ember" print(e.get_default_device(), e.zeros(2):device())')

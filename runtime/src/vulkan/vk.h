@@ -78,7 +78,8 @@ enum {
   VK_TEST_FAIL_START = 1,        /* "fail-start": starting any Vulkan device fails */
   VK_TEST_SOFTWARE_AS_GPU = 2,   /* "software-as-gpu": CPU-type drivers rank as integrated GPUs */
   VK_TEST_NO_PUSH_DESCRIPTORS = 4, /* "no-push-descriptors": use descriptor pools instead */
-  VK_TEST_SMALL_GRID = 8          /* "small-grid": dispatch at most 2 workgroups */
+  VK_TEST_SMALL_GRID = 8,         /* "small-grid": dispatch at most 2 workgroups */
+  VK_TEST_GPU_COPIES = 16         /* "gpu-copies": dense copies take a GPU's path (a kernel) */
 };
 unsigned em_vk_test_hooks(void);
 
@@ -131,6 +132,7 @@ typedef struct vk_frame {
   bool recording, pending;
   uint64_t serial;            /* its submission number once pending */
   uint32_t dispatches;
+  uint64_t groups;            /* workgroups recorded: large work starts early (vk_command.c) */
 } vk_frame;
 
 typedef struct vk_device vk_device;
@@ -253,7 +255,10 @@ int em_vk_wait_idle(vk_device *D);
 int em_vk_wait_serial(vk_device *D, uint64_t serial);
 /* Notes one more dispatch; submits the batch when it is long enough. */
 int em_vk_count_dispatch(vk_device *D);
+/* The same for a dispatch of this many workgroups. */
+int em_vk_count_groups(vk_device *D, uint64_t groups);
 int em_vk_synchronize(void *ctx);
+int em_vk_flush(void *ctx);
 
 /* vk_transfer.c */
 int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes);

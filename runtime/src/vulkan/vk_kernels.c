@@ -279,9 +279,17 @@ static void put_scalar(vk_params *p, vk_kernel_id k, double v) {
 /* Whether t's elements fill [offset, offset + numel) of its storage in row-major order. */
 static bool dense_rows(const em_tensor *t) { return em_is_contiguous(t) != 0; }
 
-/* Same-dtype copies between dense, non-overlapping ranges are buffer copies: the copy engine
- * on a GPU, a memcpy on lavapipe (measured there: 3 ms instead of 45 for 32 MiB). Returns 1
- * when recorded, 0 when the kernel must do it, -1 on error. */
+/* Whether the device is a CPU-type driver (lavapipe), where transfers are memcpys. */
+static bool cpu_type(const vk_device *D) {
+  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+         !(em_vk_test_hooks() & VK_TEST_GPU_COPIES);
+}
+
+/* Same-dtype copies between dense, non-overlapping ranges: on a CPU-type driver a buffer copy,
+ * which is a memcpy there (measured on lavapipe: 3 ms instead of 45 for 32 MiB); on a GPU the
+ * copy kernel's vec4 path when both ranges are 16-byte aligned and whole words (the copy engine
+ * moved 0.8 TB/s on an H100, the kernel three times that). Returns 1 when recorded, 0 when the
+ * general kernel must do it, -1 on error. */
 static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
   if (!dense_rows(dst) || !dense_rows(src)) return 0;
   vk_device *D = em_vk_device(dst->device_id);
@@ -290,6 +298,24 @@ static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
   uint64_t n = (uint64_t)em_numel(dst) * es;
   uint64_t od = bd->offset + (uint64_t)dst->offset * es, os = bs->offset + (uint64_t)src->offset * es;
   if (bd->slab == bs->slab && od < os + n && os < od + n) return 0; /* overlapping */
+  if (!cpu_type(D)) {
+    uint64_t rd = (uint64_t)dst->offset * es, rs = (uint64_t)src->offset * es;
+    if (rd % 16 != 0 || rs % 16 != 0 || n % 4 != 0 || n / 4 > UINT32_MAX) return 0;
+    vk_params p = {0};
+    p.op = COPY_OP_COPY;
+    p.fmt = FLAG_VEC4 | formats((const em_tensor *const[]){dst, src}, 2);
+    p.ndim = 1;
+    p.size[0] = (uint32_t)(n / 4);
+    p.base[0] = (uint32_t)(rd / 16);
+    p.base[1] = (uint32_t)(rs / 16);
+    uint64_t quads = (n / 4 + 3) / 4;
+    p.n = (uint32_t)(quads < VEC4_MAX_GROUPS * 256u ? quads : VEC4_MAX_GROUPS * 256u);
+    const em_tensor *ts[2] = {dst, src};
+    pthread_mutex_lock(&D->lock);
+    int rc = em_vk_dispatch(D, VK_KERNEL_COPY, &p, ts, 2);
+    pthread_mutex_unlock(&D->lock);
+    return rc == 0 ? 1 : -1;
+  }
   pthread_mutex_lock(&D->lock);
   VkCommandBuffer cmd = em_vk_cmd(D);
   if (cmd != NULL) {
