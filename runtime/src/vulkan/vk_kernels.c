@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "vk.h"
 
@@ -90,11 +91,20 @@ static bool vec4_fits(vk_kernel_id k, const geometry *g, const em_tensor *const 
   return true;
 }
 
-/* The vec4 path's grid: a grid-stride loop over at most this many workgroups of 256 (a few
- * per SM or compute unit of a large GPU: 16 per SM on a 132-SM H100, about two waves at full
- * occupancy), fewer when the tensor needs fewer; em_vk_dispatch also applies the device's
- * maxComputeWorkGroupCount. */
-enum { VEC4_MAX_GROUPS = 2048 };
+/* The vec4 path's grid: a grid-stride loop over at most this many workgroups of 256. On a GPU
+ * the dispatch limit (65535: four quads per invocation for 1 GiB), which measured best on an
+ * H100 (x + y at 2.83 TB/s against 2.64 with 2048 groups); on a CPU-type driver, where each
+ * workgroup costs a function call, 2048. EMBER_VK_VEC4_GROUPS overrides it (tuning). */
+static uint32_t vec4_max_groups(const vk_device *D) {
+  static uint32_t forced = ~0u;
+  if (forced == ~0u) {
+    const char *e = getenv("EMBER_VK_VEC4_GROUPS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    forced = v > 0 && v <= 65535 ? (uint32_t)v : 0;
+  }
+  if (forced) return forced;
+  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 2048 : 65535;
+}
 
 static int too_large(const vk_device *D, const char *fn) {
   return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
@@ -144,7 +154,7 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
   if (outer == 0 && vec4_fits(k, &g, ts, nops)) {
     uint64_t quads = ((uint64_t)n + 3) / 4;
     p->fmt |= FLAG_VEC4;
-    p->n = (uint32_t)(quads < VEC4_MAX_GROUPS * 256u ? quads : VEC4_MAX_GROUPS * 256u);
+    p->n = (uint32_t)(quads < vec4_max_groups(D) * 256ull ? quads : vec4_max_groups(D) * 256ull);
   }
   /* One dispatch per index of the outer dimensions (none when ndim <= 4). */
   int64_t index[EM_MAX_DIMS] = {0};
@@ -309,7 +319,7 @@ static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
     p.base[0] = (uint32_t)(rd / 16);
     p.base[1] = (uint32_t)(rs / 16);
     uint64_t quads = (n / 4 + 3) / 4;
-    p.n = (uint32_t)(quads < VEC4_MAX_GROUPS * 256u ? quads : VEC4_MAX_GROUPS * 256u);
+    p.n = (uint32_t)(quads < vec4_max_groups(D) * 256ull ? quads : vec4_max_groups(D) * 256ull);
     const em_tensor *ts[2] = {dst, src};
     pthread_mutex_lock(&D->lock);
     int rc = em_vk_dispatch(D, VK_KERNEL_COPY, &p, ts, 2);
