@@ -260,3 +260,11 @@ describe('vulkan nn modules (' .. V .. ')', function()
     end
   end)
 end)
+
+if VK.nested and os.getenv('EMBER_VK_VALIDATION') then
+  describe('vulkan conv under validation', function()
+    it('reported no validation messages', function()
+      assert.are.equal(0, ember.device(V):info().validation_messages)
+    end)
+  end)
+end
