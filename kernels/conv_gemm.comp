@@ -17,15 +17,22 @@
 // to a scratch tensor that conv_sum.comp adds up in split order (deterministic, no atomics).
 //
 // Tiles: BM x BN outputs per workgroup of 256 threads (16 x 16), each thread a TM x TN
-// register tile (rows tx + 16 i, cols ty + 16 j); K advances BK = 16 at a time. The next
-// step's A and B elements are loaded into registers while the current tile is multiplied.
+// register tile (rows tx*TM .., cols ty*TN ..); K advances BK = 16 at a time. The shared tiles
+// are arrays of 128-bit vectors (vec4, or dvec2 for float64), so with TM = TN = 4 a thread
+// reads its 4 A and 4 B values of a k with one 128-bit load each: shared-memory bandwidth, not
+// arithmetic, is what bounds a register-tiled GEMM of this size. The next step's A and B
+// elements are loaded into registers while the current tile is multiplied.
 #extension GL_EXT_control_flow_attributes : enable
 
 #ifdef VARIANT_F64
 #extension GL_ARB_gpu_shader_fp64 : require
 #define T double
+#define VEC dvec2
+#define VW 2u
 #else
 #define T float
+#define VEC vec4
+#define VW 4u
 #endif
 
 layout(local_size_x = 256) in;
@@ -53,8 +60,10 @@ layout(push_constant) uniform Params {
   uint part_stride;                    // Wg partials: elements between splits' outputs
 } p;
 
-shared T As[BK][BM + 1];   // +1: the column-wise stores do not all hit one bank
-shared T Bs[BK][BN + 1];
+// Element (k, r) of a tile is component r % VW of vector r / VW of row k; one vector of
+// padding per row spreads the staging stores (16 k values at a time) over the banks.
+shared VEC As[BK][BM / VW + 1];
+shared VEC Bs[BK][BN / VW + 1];
 
 // Per-row facts of the A gather, computed once per tile (rows do not change along K).
 struct RowInfo { uint base; int y0; int x0; bool ok; };
@@ -141,15 +150,15 @@ void main() {
   uint g = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z - g * p.splits;
   uint kbeg = split * p.ksplit, kend = min(p.K, kbeg + p.ksplit);
 
-  // This thread stages A rows t/16 + 16 q and B columns t/16 + 16 q, at k offset t % 16.
+  // This thread stages A rows lr*TM + q and B columns lr*TN + q, at k offset t % 16.
   uint lk = t % 16u, lr = t / 16u;
   RowInfo ri[TM];
-  [[unroll]] for (uint q = 0; q < TM; q++) ri[q] = row_info(row0 + lr + 16u * q, g);
+  [[unroll]] for (uint q = 0; q < TM; q++) ri[q] = row_info(row0 + lr * TM + q, g);
   uint cb[TN];
   bool cok[TN];
   [[unroll]] for (uint q = 0; q < TN; q++) {
-    cok[q] = col0 + lr + 16u * q < p.cols;
-    cb[q] = col_base(cok[q] ? col0 + lr + 16u * q : 0u, g);
+    cok[q] = col0 + lr * TN + q < p.cols;
+    cb[q] = col_base(cok[q] ? col0 + lr * TN + q : 0u, g);
   }
 
   T acc[TM][TN];
@@ -163,8 +172,8 @@ void main() {
   [[unroll]] for (uint q = 0; q < TN; q++) rb[q] = (ki.ok && cok[q]) ? b[cb[q] + kb] : T(0);
 
   for (uint k0 = kbeg; k0 < kend; k0 += BK) {
-    [[unroll]] for (uint q = 0; q < TM; q++) As[lk][lr + 16u * q] = ra[q];
-    [[unroll]] for (uint q = 0; q < TN; q++) Bs[lk][lr + 16u * q] = rb[q];
+    [[unroll]] for (uint q = 0; q < TM; q++) As[lk][(lr * TM + q) / VW][(lr * TM + q) % VW] = ra[q];
+    [[unroll]] for (uint q = 0; q < TN; q++) Bs[lk][(lr * TN + q) / VW][(lr * TN + q) % VW] = rb[q];
     barrier();
     if (k0 + BK < kend) {   // the next step's loads overlap this step's products
       ki = k_info(k0 + BK + lk, kend, kb);
@@ -173,8 +182,22 @@ void main() {
     }
     [[unroll]] for (uint kk = 0; kk < BK; kk++) {
       T av[TM], bv[TN];
-      [[unroll]] for (uint i = 0; i < TM; i++) av[i] = As[kk][tx + 16u * i];
-      [[unroll]] for (uint j = 0; j < TN; j++) bv[j] = Bs[kk][ty + 16u * j];
+      if (TM % VW == 0u) {    // whole vectors: TM / VW 128-bit loads
+        [[unroll]] for (uint v = 0; v < TM / VW; v++) {
+          VEC q = As[kk][tx * (TM / VW) + v];
+          [[unroll]] for (uint c = 0; c < VW; c++) av[v * VW + c] = q[c];
+        }
+      } else {
+        [[unroll]] for (uint i = 0; i < TM; i++) av[i] = As[kk][(tx * TM + i) / VW][(tx * TM + i) % VW];
+      }
+      if (TN % VW == 0u) {
+        [[unroll]] for (uint v = 0; v < TN / VW; v++) {
+          VEC q = Bs[kk][ty * (TN / VW) + v];
+          [[unroll]] for (uint c = 0; c < VW; c++) bv[v * VW + c] = q[c];
+        }
+      } else {
+        [[unroll]] for (uint j = 0; j < TN; j++) bv[j] = Bs[kk][(ty * TN + j) / VW][(ty * TN + j) % VW];
+      }
       [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
@@ -183,7 +206,7 @@ void main() {
 
   uint Mg = p.M / p.G, Cg = p.C / p.G;
   [[unroll]] for (uint i = 0; i < TM; i++) {
-    uint r = row0 + tx + 16u * i;
+    uint r = row0 + tx * TM + i;
     if (r >= p.rows) continue;
     uint rbase;
     if (MODE == 0u) {
@@ -196,7 +219,7 @@ void main() {
       rbase = p.off_o + split * p.part_stride + g * Mg * p.rows + r;
     }
     [[unroll]] for (uint j = 0; j < TN; j++) {
-      uint c = col0 + ty + 16u * j;
+      uint c = col0 + ty * TN + j;
       if (c >= p.cols) continue;
       T v = acc[i][j];
       if (MODE == 0u) {
