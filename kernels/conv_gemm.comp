@@ -125,10 +125,15 @@ KInfo k_info(uint k, uint kend, out uint kb) {
 T load_a(RowInfo ri, KInfo ki) {
   if (!(ri.ok && ki.ok)) return T(0);
   if (MODE == 1u) {
-    int ty = ri.y0 - ki.ky, tx = ri.x0 - ki.kx;
-    if (ty < 0 || tx < 0) return T(0);
-    int oy = ty / p.sh, ox = tx / p.sw;
-    if (oy * p.sh != ty || ox * p.sw != tx || oy >= int(p.OH) || ox >= int(p.OW)) return T(0);
+    int oy = ri.y0 - ki.ky, ox = ri.x0 - ki.kx;
+    if (oy < 0 || ox < 0) return T(0);
+    if (p.sh != 1 || p.sw != 1) {   // uniform: the common stride 1 needs no divisions
+      int qy = oy / p.sh, qx = ox / p.sw;
+      if (qy * p.sh != oy || qx * p.sw != ox) return T(0);
+      oy = qy;
+      ox = qx;
+    }
+    if (oy >= int(p.OH) || ox >= int(p.OW)) return T(0);
     return a[ri.base + ki.off + uint(oy) * p.OW + uint(ox)];
   }
   int y = ri.y0 + ki.ky, x = ri.x0 + ki.kx;

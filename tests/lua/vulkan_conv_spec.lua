@@ -81,6 +81,8 @@ local conv_cases = {
   { name = 'depthwise', N = 2, C = 5, H = 8, W = 9, M = 10, k = 3, groups = 5, padding = 1 },
   { name = 'large batch (split-K weight grad)', N = 16, C = 8, H = 14, W = 14, M = 16, k = 5,
     padding = 2, bias = true },
+  { name = 'many splits over few weights', N = 32, C = 1, H = 28, W = 28, M = 4, k = 3,
+    padding = 1 },
 }
 
 describe('vulkan conv2d (' .. V .. ')', function()

@@ -110,16 +110,37 @@ int em_vk_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor 
 }
 
 /* The weight gradient's K (N*OH*OW) is long and its output small, so K is split across
- * workgroups until there are enough of them to fill a large GPU; each split still runs at
- * least 8 steps of BK, which keeps the partial sums' extra traffic small. */
+ * workgroups until there are about two per multiprocessor of a large GPU (an H100 has 132);
+ * each split still runs at least 16 steps of BK, so the partial sums' traffic stays below
+ * 1/256 of the multiply-adds. */
+enum { WG_TARGET = 264, MIN_SPLIT_STEPS = 16 };
 static uint32_t weight_grad_splits(const conv_push *p, int64_t groups) {
   int64_t tiles = ceil_div(p->rows, 16 * thread_tile(p->rows)) *
                   ceil_div(p->cols, 16 * thread_tile(p->cols)) * groups;
-  int64_t steps = ceil_div(p->K, BK);
-  int64_t want = ceil_div(1024, tiles), most = steps / 8;
+  int64_t want = ceil_div(WG_TARGET, tiles), most = ceil_div(p->K, BK) / MIN_SPLIT_STEPS;
   int64_t s = want < most ? want : most;
   if (s > 65535 / groups) s = 65535 / groups;
   return s < 1 ? 1 : (uint32_t)s;
+}
+
+/* conv_sum.comp: gw = the sum of the splits' partial products; LANES threads per output
+ * share the splits, about 8 splits each. */
+static int sum_splits(em_tensor *gw, const em_tensor *part, uint32_t splits, int64_t total) {
+  uint32_t lanes = 1;
+  while (lanes < 16 && lanes * 8 < splits) lanes *= 2;
+  int64_t per = 256 / lanes, blocks = ceil_div(total, per), bx = blocks < 65535 ? blocks : 65535;
+  struct { uint32_t n, splits, stride, off_o, groups_x; } sp = {
+      (uint32_t)total, splits, (uint32_t)total, (uint32_t)gw->offset, (uint32_t)bx};
+  vk_launch L = {
+      .module = gw->dtype_id == EM_FLOAT64 ? "conv_sum_F64" : "conv_sum_F32",
+      .push = &sp,
+      .push_size = sizeof sp,
+      .spec = {lanes, ~0u, ~0u, ~0u},
+      .ops = {gw, part},
+      .writes = 1u,
+      .groups = {(uint32_t)bx, (uint32_t)ceil_div(blocks, bx), 1},
+  };
+  return em_vk_launch_locked(&L);
 }
 
 int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
@@ -147,21 +168,7 @@ int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor 
   if (part == NULL) return -1;
   p.part_stride = (uint32_t)total;
   int rc = gemm_launch(MODE_W, &p, part, x, gy, NULL, g->groups);
-  if (rc == 0) {
-    int64_t blocks = ceil_div(total, 256), bx = blocks < 65535 ? blocks : 65535;
-    struct { uint32_t n, splits, stride, off_o, groups_x; } sp = {
-        (uint32_t)total, p.splits, (uint32_t)total, (uint32_t)gw->offset, (uint32_t)bx};
-    vk_launch L = {
-        .module = gw->dtype_id == EM_FLOAT64 ? "conv_sum_F64" : "conv_sum_F32",
-        .push = &sp,
-        .push_size = sizeof sp,
-        .spec = {~0u, ~0u, ~0u, ~0u},
-        .ops = {gw, part},
-        .writes = 1u,
-        .groups = {(uint32_t)bx, (uint32_t)ceil_div(blocks, bx), 1},
-    };
-    rc = em_vk_launch_locked(&L);
-  }
+  if (rc == 0) rc = sum_splits(gw, part, p.splits, total);
   em_release(part);
   return rc;
 }
