@@ -13,6 +13,17 @@
 /* -- indexing and sorting (vk_index.c) -- */
 
 /* -- convolution and pooling (vk_conv.c) -- */
+int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                 const struct em_conv_geom *g);
+int em_vk_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                            const em_tensor *bias, const struct em_conv_geom *g);
+int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                             const struct em_conv_geom *g);
+int em_vk_max_pool2d(em_tensor *y, em_tensor *indices, const em_tensor *x,
+                     const struct em_pool_geom *g);
+int em_vk_max_unpool2d(em_tensor *gx, const em_tensor *gy, const em_tensor *indices);
+int em_vk_avg_pool2d(em_tensor *y, const em_tensor *x, const struct em_pool_geom *g);
+int em_vk_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const struct em_pool_geom *g);
 
 /* -- normalization and losses (vk_norm.c) -- */
 
@@ -47,6 +58,13 @@ const em_backend em_vulkan_backend = {
   /* -- indexing and sorting -- */
 
   /* -- convolution and pooling -- */
+  .conv2d = em_vk_conv2d,
+  .conv2d_input_grad = em_vk_conv2d_input_grad,
+  .conv2d_weight_grad = em_vk_conv2d_weight_grad,
+  .max_pool2d = em_vk_max_pool2d,
+  .max_unpool2d = em_vk_max_unpool2d,
+  .avg_pool2d = em_vk_avg_pool2d,
+  .avg_pool2d_backward = em_vk_avg_pool2d_backward,
 
   /* -- normalization and losses -- */
 
