@@ -17,7 +17,6 @@
  * [chunks, lines], and a second launch folds the partials in order and finishes.
  */
 #include <math.h>
-#include <stdio.h>
 
 #include "vk_reduce.h"
 
@@ -62,10 +61,9 @@ static void put_real(uint32_t *dst, const char *variant, double v) {
 
 static int launch(vk_device *D, const char *variant, uint32_t opc, uint32_t fmts,
                   const vk_lanes *P, uint32_t chunks, red_push *pc, const em_tensor *const *ops) {
-  char module[32];
-  snprintf(module, sizeof module, "reduce_%s", variant);
   vk_launch L = {0};
-  L.module = module;
+  /* module names must be literals: vk_pipeline.c remembers modules by name pointer */
+  L.module = variant[0] == 'I' ? "reduce_I64" : variant[1] == '6' ? "reduce_F64" : "reduce_F32";
   L.push = pc;
   L.push_size = sizeof *pc;
   L.spec[0] = opc;

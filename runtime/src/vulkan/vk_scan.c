@@ -3,8 +3,6 @@
  * cumprod; kernels/scan.comp) and softmax (softmax, log_softmax; kernels/softmax.comp). The
  * lines are those of vk_reduce.h, with out's strides along them.
  */
-#include <stdio.h>
-
 #include "vk_reduce.h"
 
 typedef struct line_push {
@@ -12,6 +10,15 @@ typedef struct line_push {
   int32_t sa, sr, sk, oa, or_, ok;
   uint32_t xbase, obase, gx;
 } line_push;
+
+/* The module of a kernel file and variant, as a literal: vk_pipeline.c remembers modules by
+ * name pointer. */
+static const char *module_name(const char *file, const char *variant) {
+  bool scan = file[1] == 'c';
+  if (variant[0] == 'I') return "scan_I64";
+  if (variant[1] == '6') return scan ? "scan_F64" : "softmax_F64";
+  return scan ? "scan_F32" : "softmax_F32";
+}
 
 static int run_lines(const char *fn, const char *file, uint32_t op, em_tensor *out,
                      const em_tensor *x, int dim) {
@@ -26,10 +33,8 @@ static int run_lines(const char *fn, const char *file, uint32_t op, em_tensor *o
                     (int32_t)L.sa, (int32_t)L.sr, (int32_t)L.sk,
                     (int32_t)L.oa, (int32_t)L.or_, (int32_t)L.ok,
                     (uint32_t)L.x->offset, (uint32_t)out->offset, P.gx};
-    char module[32];
-    snprintf(module, sizeof module, "%s_%s", file, variant);
     vk_launch V = {0};
-    V.module = module;
+    V.module = module_name(file, variant);
     V.push = &pc;
     V.push_size = sizeof pc;
     V.spec[0] = op;
