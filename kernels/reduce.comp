@@ -24,6 +24,8 @@ layout(constant_id = 1) const uint FMTS = 0u;
 const uint FOLD = OPC & 15u, XFORM = (OPC >> 4) & 15u, FINISH = (OPC >> 8) & 15u;
 const bool IDX_IN = (OPC & 0x1000u) != 0u;   // arg indices come from operand 4
 const bool PARTIAL = (OPC & 0x2000u) != 0u;  // a chunk's raw result (uint32 arg indices)
+// float32 lines of contiguous, 16-byte aligned elements (the host checks): 128-bit loads
+const bool VEC4 = (OPC & 0x4000u) != 0u;
 const uint IN_FMT = FMTS & 15u, OUT_FMT = (FMTS >> 4) & 15u;
 
 #define A_SUM 0u
@@ -68,6 +70,10 @@ layout(push_constant) uniform Params {
   uvec2 arg0;            // p of |x|^p (accumulator encoding)
   uvec2 arg1;            // the divisor (N_DIV, N_DIVSQRT) or 1 / p (N_ROOT)
 } pc;
+
+#if !defined(VARIANT_F64) && !defined(VARIANT_I64)
+layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 q[]; } x4_buf;
+#endif
 
 DEFINE_LOAD(load_x, x_buf)
 DEFINE_LOAD(load_c, c_buf)
@@ -180,7 +186,19 @@ void main() {
 #endif
     uint r0 = gl_WorkGroupID.z * pc.chunk, r1 = min(pc.R, r0 + pc.chunk);
     uint off = a * uint(pc.sa) + k * uint(pc.sk);
-    for (uint r = r0 + lane; r < r1; r += TR) {
+    uint rs = r0 + lane;
+#if !defined(VARIANT_F64) && !defined(VARIANT_I64)
+    if (VEC4) {
+      uint q0 = (pc.xbase + off + r0) >> 2, nq = (r1 - r0) >> 2;
+      for (uint j = lane; j < nq; j += TR) {
+        vec4 v = x4_buf.q[q0 + j];
+        acc = fold(fold(acc, transform(v.x, shift)), transform(v.y, shift));
+        acc = fold(fold(acc, transform(v.z, shift)), transform(v.w, shift));
+      }
+      rs = r0 + 4u * nq + lane;  // the tail
+    }
+#endif
+    for (uint r = rs; r < r1; r += TR) {
       uint e = off + r * uint(pc.sr);
       ACC v = load_x(pc.xbase + e, IN_FMT);
       if (ARG) {

@@ -136,6 +136,22 @@ describe('vulkan reductions (' .. V .. ')', function()
       same('column sums', function(x) return x:mean(1) end, w, on(w), tol_for('float32', 3000))
     end)
 
+    it('reads aligned float32 rows 128 bits at a time, with tails and misaligned views', function()
+      local c = data('float32', { 9, 260 })
+      local views = { { 'rows', function(x) return x end },
+        { 'aligned narrow', function(x) return x:narrow(2, 5, 203) end },
+        { 'misaligned narrow', function(x) return x:narrow(2, 2, 200) end },
+        { 'one long row', function(x) return x:view(1, 2340):narrow(2, 1, 2339) end } }
+      for _, vw in ipairs(views) do
+        local xc, xv = vw[2](c), vw[2](on(c))
+        for _, op in ipairs({ 'sum', 'amax', 'logsumexp', 'var', 'norm' }) do
+          same(vw[1] .. ' ' .. op, function(x) return x[op](x, 2) end, xc, xv, tol_for('float32', 300))
+        end
+        same(vw[1] .. ' softmax', function(x) return x:softmax(2) end, xc, xv, true)
+        same(vw[1] .. ' log_softmax', function(x) return x:log_softmax(2) end, xc, xv, true)
+      end
+    end)
+
     it('reduces dims that do not coalesce, of 3- and 4-d and permuted inputs', function()
       local c = data('float32', { 4, 5, 6, 7 })
       local views = { { 'contiguous', function(x) return x end },

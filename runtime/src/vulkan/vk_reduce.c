@@ -24,7 +24,7 @@
 enum { A_SUM, A_PROD, A_MAX, A_MIN, A_ALL, A_ANY, A_ARGMAX, A_ARGMIN };
 enum { T_NONE, T_ABS, T_SQUARE, T_POWABS, T_NONZERO, T_SQDEV, T_EXPSHIFT };
 enum { N_NONE, N_DIV, N_DIVSQRT, N_SQRT, N_ROOT, N_LSE };
-enum { FL_IDX_IN = 0x1000, FL_PARTIAL = 0x2000 };
+enum { FL_IDX_IN = 0x1000, FL_PARTIAL = 0x2000, FL_VEC4 = 0x4000 };
 
 typedef struct red_push {
   uint32_t A, R, K, groups;
@@ -96,6 +96,13 @@ static uint32_t chunks_for(const vk_device *D, const vk_lanes *P, int64_t R) {
   return s > 1 ? (uint32_t)s : 1;
 }
 
+/* Lines of contiguous float32 whose starts are 16-byte aligned in their binding (blocks are)
+ * read 128 bits at a time: the ROW layout only, where lanes walk along the line. */
+static bool vec4_lines(const vk_lines *L, const vk_lanes *P, bool arg) {
+  if (arg || P->col || L->x->dtype_id != EM_FLOAT32 || L->sr != 1 || L->R < 16) return false;
+  return L->x->offset % 4 == 0 && (L->A == 1 || L->sa % 4 == 0) && (L->K == 1 || L->sk % 4 == 0);
+}
+
 static int run_job(const vk_lines *L, const red_job *J) {
   vk_device *D = L->D;
   const char *variant = vk_red_variant(D, J->fn, (em_dtype)L->x->dtype_id);
@@ -116,7 +123,7 @@ static int run_job(const vk_lines *L, const red_job *J) {
   pc.cbase = J->centre ? (uint32_t)J->centre->offset : 0;
   put_real(pc.arg0, variant, J->p);
   put_real(pc.arg1, variant, J->div);
-  uint32_t opc = J->fold | J->xform << 4 | J->finish << 8;
+  uint32_t opc = J->fold | J->xform << 4 | J->finish << 8 | (vec4_lines(L, &P, arg) ? FL_VEC4 : 0);
   uint32_t in_fmt = (uint32_t)L->x->dtype_id, out_fmt = (uint32_t)J->out->dtype_id;
   uint32_t chunks = chunks_for(D, &P, L->R);
   if (chunks == 1) {
@@ -130,7 +137,8 @@ static int run_job(const vk_lines *L, const red_job *J) {
   }
   /* Chunks: partial accumulators [chunks, lines], then a fold of each line's partials. */
   int64_t chunk = (L->R + chunks - 1) / chunks;
-  chunk = (chunk + P.tr - 1) / P.tr * P.tr;
+  int64_t step = P.tr < 4 ? 4 : P.tr; /* whole quads per chunk for the vec4 loads */
+  chunk = (chunk + step - 1) / step * step;
   chunks = (uint32_t)((L->R + chunk - 1) / chunk);
   int64_t total = (int64_t)chunks * nlines;
   if (total > UINT32_MAX) return vk_red_too_large(D, J->fn);

@@ -20,6 +20,15 @@ static const char *module_name(const char *file, const char *variant) {
   return scan ? "scan_F32" : "softmax_F32";
 }
 
+/* softmax.comp's 128-bit path: float32 lines contiguous in x and out, their starts 16-byte
+ * aligned in the bindings (blocks are), lanes along the lines. */
+static bool vec4_lines(const vk_lines *L, const vk_lanes *P, const em_tensor *out) {
+  if (P->col || L->x->dtype_id != EM_FLOAT32 || out->dtype_id != EM_FLOAT32) return false;
+  if (L->sr != 1 || L->or_ != 1 || L->R < 16 || L->x->offset % 4 || out->offset % 4) return false;
+  return (L->A == 1 || (L->sa % 4 == 0 && L->oa % 4 == 0)) &&
+         (L->K == 1 || (L->sk % 4 == 0 && L->ok % 4 == 0));
+}
+
 static int run_lines(const char *fn, const char *file, uint32_t op, em_tensor *out,
                      const em_tensor *x, int dim) {
   vk_lines L;
@@ -37,7 +46,8 @@ static int run_lines(const char *fn, const char *file, uint32_t op, em_tensor *o
     V.module = module_name(file, variant);
     V.push = &pc;
     V.push_size = sizeof pc;
-    V.spec[0] = op;
+    bool vec4 = file[1] != 'c' && vec4_lines(&L, &P, out);
+    V.spec[0] = op | (vec4 ? 2u : 0u);
     V.spec[1] = (uint32_t)L.x->dtype_id | (uint32_t)out->dtype_id << 4;
     V.spec[2] = P.tr;
     V.spec[3] = P.col;
