@@ -83,11 +83,13 @@ static int launch(vk_device *D, const char *variant, uint32_t opc, uint32_t fmts
   return rc;
 }
 
-/* How many chunks to cut each line into: enough workgroups to fill the device. */
+/* How many chunks to cut each line into: enough workgroups to fill the device, each still
+ * folding at least 4096 elements (its 256 / tr lines times the chunk). */
 static uint32_t chunks_for(const vk_device *D, const vk_lanes *P, int64_t R) {
   int64_t target = vk_red_cpu_type(D) ? 16 : 1024;
-  int64_t least = (int64_t)P->tr * 16; /* elements per chunk */
-  if (least < 1024) least = 1024;
+  int64_t lines = 256 / P->tr;
+  int64_t least = (4096 + lines - 1) / lines; /* elements of a line per chunk */
+  if (least < 4 * (int64_t)P->tr) least = 4 * (int64_t)P->tr;
   if (P->groups >= target || R < 2 * least) return 1;
   int64_t s = (target + P->groups - 1) / P->groups;
   if (s > R / least) s = R / least;

@@ -175,7 +175,8 @@ int vk_lanes_pick(vk_lanes *P, const vk_device *D, const char *fn, int64_t nline
   } else {
     tr = 256;
   }
-  uint32_t need = pow2_at_least(R, 256);
+  /* lanes enough for about 4 elements each: fewer steps to merge them */
+  uint32_t need = pow2_at_least(P->col ? R : (R + 3) / 4, 256);
   if (need < tr) tr = need;
   if (tr > max_tr) tr = max_tr;
   P->tr = tr;
