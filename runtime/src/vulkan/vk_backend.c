@@ -7,6 +7,14 @@
 
 /* The kernel-table functions of each area, defined in its own file. */
 /* -- reductions (vk_reduce.c) -- */
+int em_vk_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask);
+int em_vk_moments(em_tensor *out, const em_tensor *x, uint32_t mask, double correction,
+                  int take_sqrt);
+int em_vk_norm(em_tensor *out, const em_tensor *x, uint32_t mask, double p);
+int em_vk_arg_reduce(int is_max, em_tensor *values, em_tensor *indices, const em_tensor *x,
+                     int dim);
+int em_vk_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim);
+int em_vk_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim);
 
 /* -- matmul (vk_matmul.c) -- */
 
@@ -52,6 +60,12 @@ const em_backend em_vulkan_backend = {
   .lerp = em_vk_lerp,
   .addc = em_vk_addc,
   /* -- reductions -- */
+  .reduce = em_vk_reduce,
+  .moments = em_vk_moments,
+  .norm = em_vk_norm,
+  .arg_reduce = em_vk_arg_reduce,
+  .scan = em_vk_scan,
+  .softmax = em_vk_softmax,
 
   /* -- matmul -- */
 
