@@ -1,0 +1,75 @@
+// norm.glsl: what the normalization and loss kernels share (runtime/src/vulkan/vk_norm.c fills
+// the other side): the element type of the F32 / F64 variant, exp and log to match the CPU's
+// libm, and workgroup reductions through shared memory.
+//
+// Every tensor these kernels touch is contiguous (the op definitions made it so) and of one
+// floating dtype, so buffers are plain T arrays indexed from the element offset the push
+// constants give. Indices are 32-bit: a storage buffer binding holds fewer than 2^32 bytes.
+#extension GL_ARB_gpu_shader_int64 : require
+
+#if defined(VARIANT_F64)
+#define T double
+#include "math64.glsl"
+#define EXP(v) exp_d(v)
+#define LOG(v) log_d(v)
+#define NAN_T D_NAN
+#define INF_T D_INF
+#else
+#define T float
+#include "math.glsl"
+#define EXP(v) exp_f(v)
+#define LOG(v) log_f(v)
+#define NAN_T F_NAN
+#define INF_T F_INF
+#endif
+
+#ifndef NORM_WG
+#define NORM_WG 256
+#endif
+layout(local_size_x = NORM_WG) in;
+
+shared T red0[NORM_WG];
+shared T red1[NORM_WG];
+
+// Sums a and b over the workgroup (call from uniform control flow); every invocation gets
+// the totals.
+void wg_sum2(inout T a, inout T b) {
+  uint t = gl_LocalInvocationID.x;
+  red0[t] = a;
+  red1[t] = b;
+  barrier();
+  for (uint s = NORM_WG / 2; s > 0u; s >>= 1) {
+    if (t < s) {
+      red0[t] += red0[t + s];
+      red1[t] += red1[t + s];
+    }
+    barrier();
+  }
+  a = red0[0];
+  b = red1[0];
+  barrier();
+}
+
+T wg_max(T a) {
+  uint t = gl_LocalInvocationID.x;
+  red0[t] = a;
+  barrier();
+  for (uint s = NORM_WG / 2; s > 0u; s >>= 1) {
+    if (t < s) red0[t] = max(red0[t], red0[t + s]);
+    barrier();
+  }
+  a = red0[0];
+  barrier();
+  return a;
+}
+
+// The workgroup's linear index in a grid folded over x and y (the host splits large counts).
+uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
+
+// A double argument in push constants: the float variant reads the float's bits, the double
+// variant the double's two words, so the float variant needs no float64 support.
+#if defined(VARIANT_F64)
+#define ARG(f, d) packDouble2x32(d)
+#else
+#define ARG(f, d) uintBitsToFloat(f)
+#endif
