@@ -301,7 +301,13 @@ function Module:to(a, b)
           ember_core.C.em_clear_error()
           if device_arg then target = target:to(device_arg) end
           if dtype_arg and target:is_floating_point() then target = target:to(dtype_arg) end
-          if target ~= t then ember_core.replace(t, target) end
+          if target ~= t then
+            -- a parameter stays a leaf that requires grad (a copy across devices or dtypes
+            -- would otherwise be a non-leaf, or not require grad at all)
+            local leaf = target:detach()
+            if t.requires_grad then leaf:requires_grad_() end
+            ember_core.replace(t, leaf)
+          end
         end
       end
     end

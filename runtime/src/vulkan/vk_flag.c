@@ -79,7 +79,7 @@ int em_vk_flag_check(vk_device *D) {
   f->words[0] = 0;
   if (!D->mem.staging_coherent) D->fn.vkFlushMappedMemoryRanges(D->dev, 1, &mr);
   if (what == VK_FLAG_CLASS_INDEX)
-    return em_error("%s: class index %d is out of range for %u classes (found on %s, "
+    return em_error("%s: class index %d (0-based) is out of range for %u classes (found on %s, "
                     "reported at its next synchronization)", lsm ? "cross_entropy" : "nll_loss",
                     (int)a, b, D->name);
   return em_error("%s: a kernel reported an error (code %u)", D->name, what);
