@@ -65,9 +65,10 @@ void main() {
     if (c >= pc.C) return;  // the whole workgroup: barriers stay uniform
     uint NS = pc.N * pc.S, lo = p * pc.chunk, hi = min(lo + pc.chunk, NS);
     T a = T(0), b = T(0), shift = shift_of(c);
-    for (uint j = lo + tid; j < hi; j += NORM_WG) {
-      uint n = j / pc.S, s = j - n * pc.S;
+    uint j = lo + tid, n = j / pc.S, s = j - n * pc.S;
+    for (; j < hi; j += NORM_WG) {
       accumulate(n, c, (n * pc.C + c) * pc.S + s, shift, a, b);
+      n += advance(s, NORM_WG, pc.S);
     }
     wg_sum2(a, b);
     if (tid == 0u) {

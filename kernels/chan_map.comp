@@ -3,7 +3,8 @@
 //   MODE 0 (channel_affine): y = x * scale[c] + shift[c]
 //   MODE 1 (batch_norm backward's gx): y = A[c] * gy + B[c] * x + K[c], coef = (A, B, K)
 //     per channel (bn_final.comp)
-// A grid-stride loop over the flattened elements; c = (i / S) % C.
+// Workgroup k covers elements k * chunk .. (k + 1) * chunk - 1, its invocations WG apart, each
+// tracking its (channel, position) as it goes rather than dividing per element.
 //
 // variants: F32 F64
 #extension GL_GOOGLE_include_directive : require
@@ -18,19 +19,21 @@ layout(std430, binding = 3) readonly buffer B3 { T scale[]; };
 layout(std430, binding = 4) readonly buffer B4 { T shift[]; };
 
 layout(push_constant) uniform PC {
-  uint n, C, S;
+  uint n, C, S, chunk;
   uint oy, ox, ogy, o3, o4;
 } pc;
 
 void main() {
-  uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * NORM_WG;
-  for (uint i = group_index() * NORM_WG + gl_LocalInvocationID.x; i < pc.n; i += stride) {
-    uint c = (i / pc.S) % pc.C;
+  uint lo = group_index() * pc.chunk, hi = min(lo + pc.chunk, pc.n);
+  uint i = lo + gl_LocalInvocationID.x, plane = i / pc.S, s = i - plane * pc.S, c = plane % pc.C;
+  for (; i < hi; i += NORM_WG) {
     if (MODE == 0u) {
       y[pc.oy + i] = x[pc.ox + i] * scale[pc.o3 + c] + shift[pc.o4 + c];
     } else {
       y[pc.oy + i] = scale[3u * c] * gy[pc.ogy + i] + scale[3u * c + 1u] * x[pc.ox + i] +
                      scale[3u * c + 2u];
     }
+    c += advance(s, NORM_WG, pc.S);
+    if (c >= pc.C) c %= pc.C;
   }
 }

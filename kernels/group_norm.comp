@@ -42,10 +42,11 @@ void main() {
     rstd[pc.ors + r] = rs;
   }
   bool hw = (pc.has & 1u) != 0u, hb = (pc.has & 2u) != 0u;
+  uint c = c0 + tid / pc.S, pos = tid % pc.S;
   for (uint i = tid; i < pc.D; i += NORM_WG) {
-    uint c = c0 + (pc.S == 1u ? i : i / pc.S);
     T a = hw ? rs * weight[pc.ow + c] : rs;
     T sh = (hb ? bias[pc.ob + c] : T(0)) - m * a;
     y[pc.oy + base + i] = x[pc.ox + base + i] * a + sh;
+    c += advance(pos, NORM_WG, pc.S);
   }
 }

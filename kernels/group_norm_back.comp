@@ -27,18 +27,21 @@ void main() {
   uint base = r * pc.D, c0 = (r % pc.G) * pc.Cg;
   bool hw = (pc.has & 1u) != 0u;
   T m = mean[pc.om + r], rs = rstd[pc.ors + r], s1 = T(0), s2 = T(0);
+  uint c = c0 + tid / pc.S, s = tid % pc.S;
   for (uint i = tid; i < pc.D; i += NORM_WG) {
-    uint c = c0 + (pc.S == 1u ? i : i / pc.S);
     T g = gy[pc.ogy + base + i] * (hw ? weight[pc.ow + c] : T(1));
     s1 += g;
     s2 += g * (x[pc.ox + base + i] - m) * rs;
+    c += advance(s, NORM_WG, pc.S);
   }
   wg_sum2(s1, s2);
   T m1 = s1 / T(pc.D), m2 = s2 / T(pc.D);
+  c = c0 + tid / pc.S;
+  s = tid % pc.S;
   for (uint i = tid; i < pc.D; i += NORM_WG) {
-    uint c = c0 + (pc.S == 1u ? i : i / pc.S);
     T g = gy[pc.ogy + base + i] * (hw ? weight[pc.ow + c] : T(1));
     T xhat = (x[pc.ox + base + i] - m) * rs;
     gx[pc.ogx + base + i] = rs * (g - m1 - xhat * m2);
+    c += advance(s, NORM_WG, pc.S);
   }
 }

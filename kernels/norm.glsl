@@ -63,6 +63,21 @@ T wg_max(T a) {
   return a;
 }
 
+// Advances r, the remainder of an index i by d, as i grows by step, and returns how many
+// times d was crossed (the quotient's increase): a division only when the index wraps, and
+// none at all when d >= step. Hot loops over [N, C, S] use it instead of dividing per element.
+uint advance(inout uint r, uint step, uint d) {
+  r += step;
+  if (r < d) return 0u;
+  if (d >= step) {
+    r -= d;
+    return 1u;
+  }
+  uint k = r / d;
+  r -= k * d;
+  return k;
+}
+
 // The workgroup's linear index in a grid folded over x and y (the host splits large counts).
 uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
 

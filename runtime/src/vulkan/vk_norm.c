@@ -152,7 +152,7 @@ int em_vk_batch_norm_stats(em_tensor *mean, em_tensor *var, const em_tensor *x) 
 }
 
 typedef struct map_pc {
-  uint32_t n, C, S, oy, ox, ogy, o3, o4;
+  uint32_t n, C, S, chunk, oy, ox, ogy, o3, o4;
 } map_pc;
 
 /* chan_map.comp over y [N, C, S]. */
@@ -162,12 +162,14 @@ static int channel_map(vk_device *D, const char *fn, uint32_t mode, em_tensor *y
   const char *mod = NULL;
   if (module_for(D, fn, VARIANTS("chan_map"), x, &mod) != 0) return -1;
   uint64_t n = (uint64_t)em_numel(y);
-  map_pc pc = {(uint32_t)n, (uint32_t)y->sizes[1], (uint32_t)y->sizes[2], off(y), off(x),
-               off(gy), off(a), off(b)};
+  /* 16 elements per invocation, or fewer so that there are a few thousand workgroups */
+  uint64_t chunk = WG * 16;
+  while (chunk > WG && cdiv(n, chunk) < 4096) chunk /= 2;
+  map_pc pc = {(uint32_t)n, (uint32_t)y->sizes[1], (uint32_t)y->sizes[2], (uint32_t)chunk,
+               off(y), off(x), off(gy), off(a), off(b)};
   vk_launch L = {.module = mod, .push = &pc, .push_size = sizeof pc,
                  .spec = {mode, ~0u, ~0u, ~0u}, .ops = {y, x, gy, a, b}, .writes = 1u};
-  uint64_t groups = cdiv(n, WG);
-  fold(D, groups < 65536 ? groups : 65536, L.groups); /* grid-stride beyond */
+  fold(D, cdiv(n, chunk), L.groups);
   return em_vk_launch(D, &L);
 }
 
