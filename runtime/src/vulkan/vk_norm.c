@@ -162,9 +162,9 @@ static int channel_map(vk_device *D, const char *fn, uint32_t mode, em_tensor *y
   const char *mod = NULL;
   if (module_for(D, fn, VARIANTS("chan_map"), x, &mod) != 0) return -1;
   uint64_t n = (uint64_t)em_numel(y);
-  /* 16 elements per invocation, or fewer so that there are a few thousand workgroups */
+  /* 16 elements per invocation, or fewer so that there are at least 512 workgroups */
   uint64_t chunk = WG * 16;
-  while (chunk > WG && cdiv(n, chunk) < 4096) chunk /= 2;
+  while (chunk > WG && cdiv(n, chunk) < 512) chunk /= 2;
   map_pc pc = {(uint32_t)n, (uint32_t)y->sizes[1], (uint32_t)y->sizes[2], (uint32_t)chunk,
                off(y), off(x), off(gy), off(a), off(b)};
   vk_launch L = {.module = mod, .push = &pc, .push_size = sizeof pc,
