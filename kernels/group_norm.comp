@@ -30,13 +30,13 @@ void main() {
   T s = T(0), unused = T(0);
   for (uint i = tid; i < pc.D; i += NORM_WG) s += x[pc.ox + base + i];
   wg_sum2(s, unused);
-  T m = s / T(pc.D), q = T(0);
+  T m = pc.D > 0u ? s / T(pc.D) : T(0), q = T(0);  // an empty row: mean 0, variance 0
   for (uint i = tid; i < pc.D; i += NORM_WG) {
     T d = x[pc.ox + base + i] - m;
     q += d * d;
   }
   wg_sum2(q, unused);
-  T rs = T(1) / sqrt(q / T(pc.D) + ARG(pc.eps_f, pc.eps_d));
+  T rs = T(1) / sqrt((pc.D > 0u ? q / T(pc.D) : T(0)) + ARG(pc.eps_f, pc.eps_d));
   if (tid == 0u) {
     mean[pc.om + r] = m;
     rstd[pc.ors + r] = rs;
