@@ -301,13 +301,11 @@ function Module:to(a, b)
           ember_core.C.em_clear_error()
           if device_arg then target = target:to(device_arg) end
           if dtype_arg and target:is_floating_point() then target = target:to(dtype_arg) end
-          if target ~= t then
-            -- a parameter stays a leaf that requires grad (a copy across devices or dtypes
-            -- would otherwise be a non-leaf, or not require grad at all)
-            local leaf = target:detach()
-            if t.requires_grad then leaf:requires_grad_() end
-            ember_core.replace(t, leaf)
+          -- a moved parameter stays a leaf that requires grad, as before the move
+          if target ~= t and field == '_parameters' then
+            target = target:detach():requires_grad_(t.requires_grad)
           end
+          if target ~= t then ember_core.replace(t, target) end
         end
       end
     end
