@@ -2,7 +2,7 @@
 // bn_final.comp: adds each channel's partial sums from bn_sums.comp (one workgroup per
 // channel) and turns them into the op's per-channel results. M = N * S values per channel.
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 // MODE (constant 0), as in bn_sums.comp:
 //   0 statistics: out1 = mean, out2 = biased variance
 //   1 batch_norm backward: out1 = gw = sum(gy * xhat), out2 = gb = sum(gy), and out3 = the

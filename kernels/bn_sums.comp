@@ -4,7 +4,7 @@
 // (p, c) sums the elements p * chunk .. (p + 1) * chunk - 1 of channel c (in (n, s) order) and
 // writes two sums to part[(c * P + p) * 2]; bn_final.comp adds the P partials of a channel.
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 // MODE (constant 0):
 //   0 statistics: sums of d and d^2 with d = x - x[n=0, c, s=0]. Shifting by a sample of the
 //     channel keeps the sum of squares from cancelling when the mean is large against the

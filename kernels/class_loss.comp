@@ -10,7 +10,7 @@
 // and sets the device's error flag (flag[0] = 1, flag[1] = the target, clamped to int32,
 // flag[2] = C, flag[3] = LSM), which the host checks the next time it waits for the device.
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 // LSM (constant 0): 1 cross entropy, 0 NLL.
 // PER_THREAD (constant 1): 1 gives each invocation a whole row (few classes); 0 gives each
 //   row a workgroup, its invocations striding over the classes.

@@ -6,7 +6,7 @@
 //   NLL:           gx[c] = -g w[t] [c == t]
 // Ignored rows get zeros; a target out of range (the forward flagged it) gets NaNs.
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 #extension GL_GOOGLE_include_directive : require
 #include "norm.glsl"
 

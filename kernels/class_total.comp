@@ -3,7 +3,7 @@
 // denominator), in one workgroup, so the definition divides on the device without reading
 // the number back.
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 #extension GL_GOOGLE_include_directive : require
 #include "norm.glsl"
 

@@ -4,7 +4,7 @@
 // (two passes, as the CPU does: no cancellation), then y = x * a[c] + (b[c] - mean * a[c]),
 // a[c] = rstd * w[c], for channel c = g * Cg + i / S of element i.
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 #extension GL_GOOGLE_include_directive : require
 #include "norm.glsl"
 

@@ -4,7 +4,7 @@
 //   gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
 // The weight and bias gradients are per-channel sums over rows: bn_sums.comp (MODE 2).
 //
-// variants: F32 F64
+// variants: F32 F64 F32S F64S
 #extension GL_GOOGLE_include_directive : require
 #include "norm.glsl"
 

@@ -1,13 +1,23 @@
 // norm.glsl: what the normalization and loss kernels share (runtime/src/vulkan/vk_norm.c fills
-// the other side): the element type of the F32 / F64 variant, exp and log to match the CPU's
-// libm, and workgroup reductions through shared memory.
+// the other side): the element type of the variant, exp and log to match the CPU's libm, and
+// workgroup reductions.
+//
+// Variants F32 and F64 reduce through shared memory alone; F32S and F64S (for devices with
+// subgroup arithmetic in compute shaders) add within subgroups first, so a workgroup sum takes
+// two barriers instead of one per halving.
 //
 // Every tensor these kernels touch is contiguous (the op definitions made it so) and of one
 // floating dtype, so buffers are plain T arrays indexed from the element offset the push
 // constants give. Indices are 32-bit: a storage buffer binding holds fewer than 2^32 bytes.
 #extension GL_ARB_gpu_shader_int64 : require
 
-#if defined(VARIANT_F64)
+#if defined(VARIANT_F32S) || defined(VARIANT_F64S)
+#define USE_SUBGROUPS 1
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+
+#if defined(VARIANT_F64) || defined(VARIANT_F64S)
+#define IS_F64 1
 #define T double
 #include "math64.glsl"
 #define EXP(v) exp_d(v)
@@ -31,6 +41,36 @@ layout(local_size_x = NORM_WG) in;
 shared T red0[NORM_WG];
 shared T red1[NORM_WG];
 
+#ifdef USE_SUBGROUPS
+// Sums a and b over the workgroup (call from uniform control flow); every invocation gets
+// the totals, added in the same order.
+void wg_sum2(inout T a, inout T b) {
+  a = subgroupAdd(a);
+  b = subgroupAdd(b);
+  if (subgroupElect()) {
+    red0[gl_SubgroupID] = a;
+    red1[gl_SubgroupID] = b;
+  }
+  barrier();
+  a = T(0);
+  b = T(0);
+  for (uint i = 0u; i < gl_NumSubgroups; i++) {
+    a += red0[i];
+    b += red1[i];
+  }
+  barrier();
+}
+
+T wg_max(T a) {
+  a = subgroupMax(a);
+  if (subgroupElect()) red0[gl_SubgroupID] = a;
+  barrier();
+  a = red0[0];
+  for (uint i = 1u; i < gl_NumSubgroups; i++) a = max(a, red0[i]);
+  barrier();
+  return a;
+}
+#else
 // Sums a and b over the workgroup (call from uniform control flow); every invocation gets
 // the totals.
 void wg_sum2(inout T a, inout T b) {
@@ -62,6 +102,7 @@ T wg_max(T a) {
   barrier();
   return a;
 }
+#endif
 
 // Advances r, the remainder of an index i by d, as i grows by step, and returns how many
 // times d was crossed (the quotient's increase): a division only when the index wraps, and
@@ -83,7 +124,7 @@ uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGrou
 
 // A double argument in push constants: the float variant reads the float's bits, the double
 // variant the double's two words, so the float variant needs no float64 support.
-#if defined(VARIANT_F64)
+#ifdef IS_F64
 #define ARG(f, d) packDouble2x32(d)
 #else
 #define ARG(f, d) uintBitsToFloat(f)

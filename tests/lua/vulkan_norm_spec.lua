@@ -344,6 +344,24 @@ describe('vulkan norm (' .. V .. ')', function()
     end)
   end)
 
+  -- The kernels that reduce come in two forms: with subgroup arithmetic (used above when the
+  -- device has it) and with shared memory alone. A child process forced onto the second runs
+  -- the forward and backward comparisons once more.
+  if not os.getenv('EMBER_VK_NO_SUBGROUPS') then
+    it('agrees with the CPU through the shared-memory reductions too', function()
+      local lib = os.getenv('EMBER_LIB') or 'build/libember.so'
+      local cmd = ('env EMBER_VK_NO_SUBGROUPS=1 EMBER_LIB=%q busted --lua=luajit -o TAP ' ..
+        "--filter=matches.the.CPU --filter=has.the.CPU.gradients tests/lua/vulkan_norm_spec.lua 2>&1")
+        :format(lib)
+      local p = io.popen(cmd, 'r')
+      local out = p:read('*a')
+      p:close()
+      local planned = tonumber(out:match('1%.%.(%d+)'))
+      assert.truthy(planned and planned >= 4, out)
+      assert.falsy(out:find('not ok', 1, true), out)
+    end)
+  end
+
   describe('the other losses of ember.nn', function()
     -- composites of elementwise ops: unreduced they run here; reduced they need the
     -- reduction kernels

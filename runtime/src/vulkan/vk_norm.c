@@ -12,7 +12,7 @@
  * (a 0-d tensor) and an out-of-range class index is reported through the device's error flag
  * (vk_flag.c) at the next synchronization.
  */
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../nn.h"
@@ -20,13 +20,35 @@
 
 enum { WG = 256 };
 
-/* The modules by variant. Names must be string literals: em_vk_launch memoizes the module
- * lookup by the name's address. */
-#define VARIANTS(file) ((const char *const[2]){file "_F32", file "_F64"})
+/* The modules by variant (kernels/norm.glsl): F32, F64, then for kernels that reduce, F32S and
+ * F64S with subgroup arithmetic. Names must be string literals: em_vk_launch memoizes the
+ * module lookup by the name's address. */
+#define VARIANTS(file) ((const char *const[4]){file "_F32", file "_F64", NULL, NULL})
+#define VARIANTS_SG(file)                                                                      \
+  ((const char *const[4]){file "_F32", file "_F64", file "_F32S", file "_F64S"})
 
-/* The F32 or F64 module of a kernel for x, or -1 with NOT_IMPLEMENTED when the device lacks
- * float64. */
-static int module_for(vk_device *D, const char *fn, const char *const names[2],
+/* Whether compute shaders on D have subgroup arithmetic (asked once per device).
+ * EMBER_VK_NO_SUBGROUPS=1 forces the shared-memory reductions, so tests reach both paths. */
+static bool subgroups(vk_device *D) {
+  static _Atomic int known[EM_MAX_DEVICES]; /* 0 unknown, 1 no, 2 yes */
+  int id = D->id >= 0 && D->id < EM_MAX_DEVICES ? D->id : 0;
+  if (known[id] == 0) {
+    VkPhysicalDeviceSubgroupProperties sp = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &sp};
+    vkg.vkGetPhysicalDeviceProperties2(D->phys, &p2);
+    const char *off_env = getenv("EMBER_VK_NO_SUBGROUPS");
+    bool yes = (sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+               (sp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+               !(off_env && off_env[0] && strcmp(off_env, "0") != 0);
+    known[id] = yes ? 2 : 1;
+  }
+  return known[id] == 2;
+}
+
+/* The module of a kernel for x, or -1 with NOT_IMPLEMENTED when the device lacks float64. */
+static int module_for(vk_device *D, const char *fn, const char *const names[4],
                       const em_tensor *x, const char **mod) {
   bool f64 = x->dtype_id == EM_FLOAT64;
   if (x->dtype_id != EM_FLOAT32 && !f64)
@@ -36,7 +58,7 @@ static int module_for(vk_device *D, const char *fn, const char *const names[2],
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
                              "%s: not implemented on %s for float64 (the device has no float64)",
                              fn, D->name);
-  *mod = names[f64];
+  *mod = names[f64 + (names[2] && subgroups(D) ? 2 : 0)];
   return 0;
 }
 
@@ -100,7 +122,7 @@ static int channel_sums(vk_device *D, const char *fn, uint32_t mode, const sums_
                         em_tensor *part, const em_tensor *x, const em_tensor *gy,
                         const em_tensor *mean, const em_tensor *rstd, uint32_t G, uint32_t Cg) {
   const char *mod = NULL;
-  if (module_for(D, fn, VARIANTS("bn_sums"), x, &mod) != 0) return -1;
+  if (module_for(D, fn, VARIANTS_SG("bn_sums"), x, &mod) != 0) return -1;
   sums_pc pc = {(uint32_t)x->sizes[0], (uint32_t)x->sizes[1], (uint32_t)x->sizes[2],
                 (uint32_t)p->P, (uint32_t)p->chunk, G, Cg, off(x), off(gy), off(mean), off(rstd)};
   uint64_t ylim = D->props.limits.maxComputeWorkGroupCount[1];
@@ -117,7 +139,7 @@ static int channel_final(vk_device *D, const char *fn, uint32_t mode, const em_t
                          em_tensor *coef, const em_tensor *mean, const em_tensor *invstd,
                          const em_tensor *weight, bool training) {
   const char *mod = NULL;
-  if (module_for(D, fn, VARIANTS("bn_final"), x, &mod) != 0) return -1;
+  if (module_for(D, fn, VARIANTS_SG("bn_final"), x, &mod) != 0) return -1;
   uint32_t C = (uint32_t)x->sizes[1], S = (uint32_t)x->sizes[2];
   uint32_t has = (out1 ? 1u : 0) | (out2 ? 2u : 0) | (coef ? 4u : 0) | (weight ? 8u : 0) |
                  (training ? 16u : 0);
@@ -233,7 +255,7 @@ int em_vk_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_te
   const char *fn = g->G == 1 && g->S == 1 ? "layer_norm" : "group_norm";
   vk_device *D = em_vk_device(x->device_id);
   const char *mod = NULL;
-  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS("group_norm"), x, &mod) != 0)
+  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS_SG("group_norm"), x, &mod) != 0)
     return -1;
   uint64_t rows = (uint64_t)(g->N * g->G);
   gn_pc pc = {(uint32_t)rows, (uint32_t)(g->Cg * g->S), (uint32_t)g->G, (uint32_t)g->Cg,
@@ -253,7 +275,7 @@ int em_vk_group_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const
   const char *fn = g->G == 1 && g->S == 1 ? "layer_norm_backward" : "group_norm_backward";
   vk_device *D = em_vk_device(x->device_id);
   const char *mod = NULL;
-  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS("group_norm_back"), x, &mod) != 0)
+  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS_SG("group_norm_back"), x, &mod) != 0)
     return -1;
   uint64_t rows = (uint64_t)(g->N * g->G);
   em_tensor *part = NULL, *x3 = NULL, *gy3 = NULL;
@@ -319,8 +341,8 @@ int em_vk_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor
   const char *fn = log_softmax ? "cross_entropy" : "nll_loss";
   vk_device *D = em_vk_device(x->device_id);
   const char *mod = NULL, *tmod = NULL;
-  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS("class_loss"), x, &mod) != 0 ||
-      module_for(D, fn, VARIANTS("class_total"), x, &tmod) != 0)
+  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS_SG("class_loss"), x, &mod) != 0 ||
+      module_for(D, fn, VARIANTS_SG("class_total"), x, &tmod) != 0)
     return -1;
   int64_t rows = L->N * L->S;
   em_tensor *wrow = scratch(rows, x);
@@ -358,7 +380,7 @@ int em_vk_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *g
   const char *fn = log_softmax ? "cross_entropy_backward" : "nll_loss_backward";
   vk_device *D = em_vk_device(x->device_id);
   const char *mod = NULL;
-  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS("class_loss_back"), x, &mod) != 0)
+  if (check_size(D, fn, x) != 0 || module_for(D, fn, VARIANTS_SG("class_loss_back"), x, &mod) != 0)
     return -1;
   loss_back_pc pc = {(uint32_t)(L->N * L->S), (uint32_t)L->C, (uint32_t)L->S, weight ? 1u : 0,
                      L->ignore_index, {0, 0}, 0, off(gx), off(gloss), off(x), off(lse),
