@@ -34,6 +34,24 @@ int em_vk_avg_pool2d(em_tensor *y, const em_tensor *x, const struct em_pool_geom
 int em_vk_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const struct em_pool_geom *g);
 
 /* -- normalization and losses (vk_norm.c) -- */
+int em_vk_batch_norm_stats(em_tensor *mean, em_tensor *var, const em_tensor *x);
+int em_vk_channel_affine(em_tensor *y, const em_tensor *x, const em_tensor *scale,
+                         const em_tensor *shift);
+int em_vk_batch_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
+                              const em_tensor *x, const em_tensor *mean, const em_tensor *invstd,
+                              const em_tensor *weight, int training);
+int em_vk_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_tensor *x,
+                     const em_tensor *weight, const em_tensor *bias,
+                     const struct em_norm_geom *g);
+int em_vk_group_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
+                              const em_tensor *x, const em_tensor *mean, const em_tensor *rstd,
+                              const em_tensor *weight, const struct em_norm_geom *g);
+int em_vk_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor *total_weight,
+                     const em_tensor *x, const em_tensor *target, const em_tensor *weight,
+                     const struct em_class_loss *L);
+int em_vk_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *gloss,
+                              const em_tensor *x, const em_tensor *lse, const em_tensor *target,
+                              const em_tensor *weight, const struct em_class_loss *L);
 
 /* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
 
@@ -81,6 +99,13 @@ const em_backend em_vulkan_backend = {
   .avg_pool2d_backward = em_vk_avg_pool2d_backward,
 
   /* -- normalization and losses -- */
+  .batch_norm_stats = em_vk_batch_norm_stats,
+  .channel_affine = em_vk_channel_affine,
+  .batch_norm_backward = em_vk_batch_norm_backward,
+  .group_norm = em_vk_group_norm,
+  .group_norm_backward = em_vk_group_norm_backward,
+  .class_loss = em_vk_class_loss,
+  .class_loss_backward = em_vk_class_loss_backward,
 
   /* -- random numbers and optimizer steps -- */
 
