@@ -9,6 +9,8 @@
 /* -- reductions (vk_reduce.c) -- */
 
 /* -- matmul (vk_matmul.c) -- */
+int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+               double beta);
 
 /* -- indexing and sorting (vk_index.c) -- */
 
@@ -42,6 +44,7 @@ const em_backend em_vulkan_backend = {
   /* -- reductions -- */
 
   /* -- matmul -- */
+  .gemm = em_vk_gemm,
 
   /* -- indexing and sorting -- */
 
