@@ -5,7 +5,7 @@
 // (runtime/src/vulkan/vk_matmul.c launches it; backend.h states the contract).
 //
 // Tiled in shared memory: a workgroup of 256 invocations computes a BM x BM tile of out (128 for
-// the _L variants, 64 for _S), walking K in slices of BK = 16. Each invocation holds a TM x TM
+// the _L variants, 64 for _S), walking K in slices of BK (8 or 16). Each invocation holds a TM x TM
 // micro-tile (8x8 or 4x4) in registers, as rows (ty + 16 i) * 4 + 0..3 and columns
 // (tx + 16 j) * 4 + 0..3, so its shared-memory reads are 128-bit and conflict-free. The slices
 // are double-buffered: the next slice's global loads are issued before the current slice's
@@ -18,8 +18,8 @@
 // K tails need no other case. The shared tiles hold a as [k][m] and b as [k][n], padded by one
 // vec4 per row against bank conflicts on the transposed stores.
 //
-// Variants: F32 (float), F64 (double: the small tile only, scalar loads, since 128 x 128 double
-// tiles would not fit 48 KiB of shared memory), H16 (float16 or bfloat16 words, unpacked to
+// Variants: F32 (float), F64 (double: the small tile only, scalar loads and one shared buffer,
+// so that its tiles fit 32 KiB of shared memory), H16 (float16 or bfloat16 words, unpacked to
 // float32 and accumulated in float32, as the CPU does; stores are rounded to nearest even).
 #extension GL_EXT_control_flow_attributes : require
 
@@ -36,7 +36,18 @@
 #define IS_F64 1
 #endif
 
+// K slice: 8 for the large tile and 16 for the small ones, so that every variant's shared
+// tiles fit 32 KiB (lavapipe's limit; the host checks the device's). float64 keeps one buffer.
+#if BM == 128
+#define BK 8
+#else
 #define BK 16
+#endif
+#ifdef IS_F64
+#define NBUF 1
+#else
+#define NBUF 2
+#endif
 #define NT 256
 #define TM (BM / 16)                // rows (and columns) per invocation
 #define TV (TM / 4)                 // ... in vec4s
@@ -90,8 +101,8 @@ layout(std430, binding = 1) readonly buffer A4 { vec4 a4[]; };
 layout(std430, binding = 2) readonly buffer B4 { vec4 b4[]; };
 #endif
 
-shared V4 As[2 * BK * RS];
-shared V4 Bs[2 * BK * RS];
+shared V4 As[NBUF * BK * RS];
+shared V4 Bs[NBUF * BK * RS];
 
 #ifdef IS_H16
 // float16/bfloat16 <-> float32. The stores are bit-exact with runtime/src/dtype.c (round to
@@ -277,7 +288,7 @@ void main() {
     barrier();
   }
   for (uint s = 0u; s < slices; s++) {
-    uint buf = s & 1u;
+    uint buf = NBUF == 2 ? s & 1u : 0u;
     bool more = s + 1u < slices;
     if (more) {
       [[unroll]] for (uint c = 0u; c < LOADS; c++) {
@@ -294,10 +305,11 @@ void main() {
           [[unroll]] for (uint j = 0u; j < TV; j++)
             acc[(i * 4u + ii) * TV + j] += av[i][ii] * bv[j];
     }
+    if (NBUF == 1) barrier();  // one buffer: everyone is done reading it before it is refilled
     if (more) {
       [[unroll]] for (uint c = 0u; c < LOADS; c++) {
-        store_a(c, buf ^ 1u, ra[c]);
-        store_b(c, buf ^ 1u, rb[c]);
+        store_a(c, (buf + 1u) % NBUF, ra[c]);
+        store_b(c, (buf + 1u) % NBUF, rb[c]);
       }
     }
     barrier();

@@ -40,6 +40,13 @@ static int tile_for(em_dtype dt, int64_t B, int64_t M, int64_t N) {
   return M >= TILE_L && N >= TILE_L && tiles >= LARGE_MIN_TILES ? TILE_L : TILE_S;
 }
 
+/* Shared memory of a variant of kernels/matmul.comp: two tiles of (buffers x BK) rows of
+ * BM/4 + 1 vectors of 4 elements. */
+static uint32_t shared_bytes(em_dtype dt, int tile) {
+  if (tile == TILE_L) return 2 * 2 * 8 * 33 * 16;
+  return dt == EM_FLOAT64 ? 2 * 1 * 16 * 17 * 32 : 2 * 2 * 16 * 17 * 16;
+}
+
 bool em_vk_mm_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
 /* How the kernel reads an operand viewed as rows x cols with strides (rs, cs), batch stride bs
@@ -118,6 +125,10 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   if (em_vk_mm_push_common(&p, out, a, b) != 0)
     return not_implemented(D, "a stride or offset beyond 2^31 elements", out);
   int tile = tile_for(dt, B, M, N);
+  uint32_t limit = D->props.limits.maxComputeSharedMemorySize;
+  if (tile == TILE_L && shared_bytes(dt, tile) > limit) tile = TILE_S;
+  if (shared_bytes(dt, tile) > limit)
+    return not_implemented(D, "the device has too little shared memory for the kernel", out);
   bool wide = dt == EM_FLOAT64, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
   int chunk = wide ? 1 << 30 : 4; /* float64 never loads vectors */
   uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,

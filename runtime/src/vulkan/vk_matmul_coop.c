@@ -163,6 +163,8 @@ bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
   (void)b;
   if (out->dtype_id != EM_FLOAT16 || flavor_of[D->id] == FLAVOR_NONE || coop_disabled())
     return false;
+  /* the kernel's shared memory: two 128 x 40 float16 slices and 8 16 x 16 float scratches */
+  if (D->props.limits.maxComputeSharedMemorySize < 2 * 128 * 40 * 2 + 8 * 256 * 4) return false;
   return out->sizes[1] >= 64 && out->sizes[2] >= 64 && a->sizes[2] >= 32;
 }
 
