@@ -17,6 +17,8 @@ int em_vk_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim);
 int em_vk_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim);
 
 /* -- matmul (vk_matmul.c) -- */
+int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+               double beta);
 
 /* -- indexing and sorting (vk_index.c) -- */
 
@@ -86,6 +88,7 @@ const em_backend em_vulkan_backend = {
   .softmax = em_vk_softmax,
 
   /* -- matmul -- */
+  .gemm = em_vk_gemm,
 
   /* -- indexing and sorting -- */
 
