@@ -2,7 +2,7 @@
 -- CPU: every floating dtype, sizes around and across the 64- and 128-wide tiles (the large tile
 -- forced through EMBER_VK_MATMUL_TILE=L), K = 0 and empty results, operands transposed, sliced,
 -- offset and broadcast (stride 0), batches with a shared matrix, alpha and beta, the vector
--- products built on gemm, and the gradients of matmul and linear.
+-- products built on gemm, the gradients of matmul and linear, and the integer dtypes.
 --
 -- The cooperative-matrix kernel (float16 on tensor cores) needs a device that lavapipe is not:
 -- tests/gpu/matmul.lua checks it on a GPU.
@@ -214,10 +214,21 @@ describe('vulkan matmul (' .. V .. ')', function()
     end
   end)
 
-  it('raises "not implemented" for integer products rather than running on the CPU', function()
-    local a = on(ember.ones(3, 4, { dtype = 'int64' }))
-    local ok, err = pcall(function() return a:matmul(on(ember.ones(4, 2, { dtype = 'int64' }))) end)
-    assert.is_false(ok)
-    assert.truthy(tostring(err):find('not implemented on ' .. V, 1, true), tostring(err))
+  it('multiplies every integer dtype exactly, wrapping on overflow like the CPU', function()
+    for _, dt in ipairs({ 'int8', 'uint8', 'int16', 'int32', 'int64' }) do
+      local lo, hi = dt == 'uint8' and 0 or -100, 100 -- int8 and uint8 products overflow
+      for _, s in ipairs({ { 7, 9, 5 }, { 70, 33, 21 } }) do -- odd N: bytes of other rows
+        local a = VK.data(dt, { s[1], s[3] }, lo, hi)
+        local b = VK.data(dt, { s[2], s[3] }, lo, hi):t()
+        VK.agree(on(a):matmul(on(b)), a:matmul(b), dt .. ' ' .. table.concat(s, 'x'))
+      end
+      local c, a, b = VK.data(dt, { 4, 6, 7 }, lo, hi), VK.data(dt, { 4, 6, 3 }, lo, hi),
+        VK.data(dt, { 3, 7 }, lo, hi)
+      VK.agree(ember.baddbmm(on(c), on(a), on(b):expand(4, 3, 7), { beta = 2, alpha = -3 }),
+        ember.baddbmm(c, a, b:expand(4, 3, 7), { beta = 2, alpha = -3 }), dt .. ' baddbmm')
+    end
+    local big = ember.tensor({ { 2 ^ 40, 3 } }, { dtype = 'int64' })
+    local col = ember.tensor({ { 2 ^ 30 }, { 5 } }, { dtype = 'int64' })
+    VK.agree(on(big):matmul(on(col)), big:matmul(col), 'int64 beyond 2^64 wraps')
   end)
 end)

@@ -10,10 +10,10 @@
  *    layout: the host tells the kernel, per operand, which dimension is contiguous and whether
  *    its 4-element chunks are aligned for vector loads (layout()). Transposed views (x @ w:t(),
  *    the backward's a:t() @ g) therefore cost no copy.
+ *    Integer dtypes take the same kernel's INT variant: elements widened to 64 bits, products
+ *    summed modulo 2^64 and narrowed, like the CPU's loop (so overflow wraps the same way).
  *  - kernels/coopmat/matmul_coop.comp: float16 on tensor cores (vk_matmul_coop.c), when the
  *    build and the device have cooperative matrices; coop_wanted() decides.
- *
- * Integer dtypes have no kernel yet: they raise "not implemented".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* EMBER_VK_MATMUL_TILE=L or S forces a tile size (tests reach the large tile with small
  * problems this way); read on every call, which costs nothing next to a dispatch. */
 static int tile_for(em_dtype dt, int64_t B, int64_t M, int64_t N) {
-  if (dt == EM_FLOAT64) return TILE_S;
+  if (dt == EM_FLOAT64 || !em_dtypes[dt].is_float) return TILE_S;
   const char *force = getenv("EMBER_VK_MATMUL_TILE");
   if (force && force[0] == 'L') return TILE_L;
   if (force && force[0] == 'S') return TILE_S;
@@ -44,7 +44,8 @@ static int tile_for(em_dtype dt, int64_t B, int64_t M, int64_t N) {
  * BM/4 + 1 vectors of 4 elements. */
 static uint32_t shared_bytes(em_dtype dt, int tile) {
   if (tile == TILE_L) return 2 * 2 * 8 * 33 * 16;
-  return dt == EM_FLOAT64 ? 2 * 1 * 16 * 17 * 32 : 2 * 2 * 16 * 17 * 16;
+  bool wide = dt == EM_FLOAT64 || !em_dtypes[dt].is_float; /* 8-byte elements, one buffer */
+  return wide ? 2 * 1 * 16 * 17 * 32 : 2 * 2 * 16 * 17 * 16;
 }
 
 bool em_vk_mm_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
@@ -117,6 +118,14 @@ int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, 
   return 0;
 }
 
+/* As the CPU's em_sat_i64: NaN gives 0, out-of-range values saturate. */
+static int64_t sat_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
 static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                  double alpha, double beta) {
   em_dtype dt = (em_dtype)out->dtype_id;
@@ -129,8 +138,9 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   if (tile == TILE_L && shared_bytes(dt, tile) > limit) tile = TILE_S;
   if (shared_bytes(dt, tile) > limit)
     return not_implemented(D, "the device has too little shared memory for the kernel", out);
-  bool wide = dt == EM_FLOAT64, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
-  int chunk = wide ? 1 << 30 : 4; /* float64 never loads vectors */
+  bool integer = !em_dtypes[dt].is_float;
+  bool wide = dt == EM_FLOAT64 || integer, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
+  int chunk = wide ? 1 << 30 : 4; /* float64 and integers never load vectors */
   uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,
                                    a->offset, chunk);
   uint32_t bmode = em_vk_mm_layout(K, N, b->strides[1], b->strides[2], b->strides[0], B,
@@ -138,8 +148,12 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   /* whole aligned output words: vec4 rows for float32, 16-bit pairs for the half types */
   bool words = half ? N % 2 == 0 && out->offset % 2 == 0
                     : !wide && N % 4 == 0 && out->offset % 4 == 0;
-  uint32_t flags = (dt == EM_BFLOAT16 ? 1u : 0u) | (words ? 2u : 0u);
-  if (wide) {
+  uint32_t flags = (dt == EM_BFLOAT16 ? 1u : 0u) | (words ? 2u : 0u) |
+                   (integer ? (uint32_t)dt << 4 : 0u);
+  if (integer) { /* the CPU's conversion: saturated, then modulo 2^64 */
+    p.s.u[0] = (uint64_t)sat_i64(alpha);
+    p.s.u[1] = (uint64_t)sat_i64(beta);
+  } else if (wide) {
     p.s.d[0] = alpha;
     p.s.d[1] = beta;
   } else {
@@ -147,7 +161,8 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
     p.s.f[1] = (float)beta;
   }
   /* string literals: vk_pipeline.c memoizes module names by address */
-  const char *module = wide ? "matmul_F64_S"
+  const char *module = integer ? "matmul_INT_S"
+                       : wide  ? "matmul_F64_S"
                        : half ? (tile == TILE_L ? "matmul_H16_L" : "matmul_H16_S")
                               : (tile == TILE_L ? "matmul_F32_L" : "matmul_F32_S");
   vk_launch L = {
@@ -165,7 +180,6 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
                double beta) {
   vk_device *D = em_vk_device(out->device_id);
   em_dtype dt = (em_dtype)out->dtype_id;
-  if (!em_dtypes[dt].is_float) return not_implemented(D, "integer products have no kernel", out);
   if (dt == EM_FLOAT64 && !(D->features & EM_FEATURE_FLOAT64))
     return not_implemented(D, "the device lacks shaderFloat64", out);
   if (em_numel(out) == 0) return 0;

@@ -15,6 +15,7 @@ typedef struct mm_push {
   union {
     float f[2];
     double d[2]; /* float64 kernels */
+    uint64_t u[2]; /* integer kernels: two's complement */
   } s;           /* alpha, beta */
 } mm_push;
 _Static_assert(sizeof(mm_push) == 80, "the matmul kernels' push constants");
