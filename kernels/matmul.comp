@@ -66,9 +66,15 @@ layout(local_size_x = NT) in;
 // FLAGS: bit 0: bfloat16 (H16); bit 1: out rows are whole aligned vec4s (F32) or 16-bit pairs
 // (H16), so the epilogue stores whole words. INT: bits 4-7: the dtype (em_dtype: 4 int8,
 // 5 uint8, 6 int16, 7 int32, 8 int64).
-layout(constant_id = 0) const uint A_MODE = 0u;
-layout(constant_id = 1) const uint B_MODE = 0u;
-layout(constant_id = 2) const uint FLAGS = 0u;
+// Each is ~0u in the generic pipeline, which reads them from the push constants instead (the
+// host specializes on GPUs; a CPU driver would spend more compiling the combinations than it
+// gains on a test suite's small products).
+layout(constant_id = 0) const uint SPEC_A_MODE = 0xffffffffu;
+layout(constant_id = 1) const uint SPEC_B_MODE = 0xffffffffu;
+layout(constant_id = 2) const uint SPEC_FLAGS = 0xffffffffu;
+#define A_MODE (SPEC_A_MODE != 0xffffffffu ? SPEC_A_MODE : p.a_mode)
+#define B_MODE (SPEC_B_MODE != 0xffffffffu ? SPEC_B_MODE : p.b_mode)
+#define FLAGS (SPEC_FLAGS != 0xffffffffu ? SPEC_FLAGS : p.flags)
 
 #ifdef IS_F64
 #define T double
@@ -89,6 +95,8 @@ layout(push_constant) uniform Params {
   uint o_sb;
   uint m0;                      // first row tile of this launch (large grids are split)
   uint batch0;                  // first batch of this launch
+  uint n0;                      // first column tile of this launch
+  uint a_mode, b_mode, flags;   // the generic pipeline's A_MODE, B_MODE, FLAGS
   uint pad_;
   T alpha, beta;
 } p;
@@ -315,7 +323,7 @@ void store_row(uint e, uint col, V4 acc) {
 
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
-  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = gl_WorkGroupID.x * BM;
+  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = (gl_WorkGroupID.x + p.n0) * BM;
   uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
   uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
 

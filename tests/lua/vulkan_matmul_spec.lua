@@ -110,6 +110,23 @@ describe('vulkan matmul (' .. V .. ')', function()
     end)
   end)
 
+  it('runs the pipelines specialized to the layouts (products of 2^24 multiply-adds)', function()
+    -- a CPU driver gets generic pipelines for smaller products (vk_matmul.c: specialize)
+    for _, tile in ipairs({ 'L', 'S' }) do
+      with_env('EMBER_VK_MATMUL_TILE', tile, function()
+        for _, dt in ipairs({ 'float32', 'float16' }) do
+          for _, l in ipairs({ { 'contiguous', 'contiguous' }, { 'transposed', 'sliced' },
+            { 'offset', 'transposed' } }) do
+            local a, va = layouts[l[1]](dt, 256, 256)
+            local b, vb = layouts[l[2]](dt, 256, 256)
+            check(('%s %s 256^3 %s @ %s'):format(dt, tile, l[1], l[2]), va:matmul(vb),
+              a:matmul(b), 256)
+          end
+        end
+      end)
+    end
+  end)
+
   it('handles K = 0 and empty results', function()
     for _, dt in ipairs(dtypes) do
       for _, s in ipairs({ { 3, 5, 0 }, { 0, 4, 3 }, { 4, 0, 3 }, { 0, 0, 0 } }) do
@@ -148,10 +165,13 @@ describe('vulkan matmul (' .. V .. ')', function()
     end
   end)
 
-  it('splits grids beyond the device limit on the batch dimension', function()
+  it('splits grids beyond the device limit (batches, columns)', function()
     local B = 70000 -- above lavapipe's 65535 workgroups per dimension
     local a, b = data('float32', { B, 1, 2 }), data('float32', { B, 2, 1 })
     check('bmm with 70000 batches', on(a):bmm(on(b)), a:bmm(b), 2)
+    local N = 65536 * 64 + 100 -- 65538 column tiles of 64
+    local r, c = ember.randn(1, 1), ember.randn(1, N)
+    check('1 x 1 @ 1 x 4194404', on(r):matmul(on(c)), r:matmul(c), 1)
   end)
 
   it('applies alpha and beta (addmm, baddbmm), ignoring NaN in c when beta = 0', function()

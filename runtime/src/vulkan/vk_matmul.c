@@ -99,23 +99,32 @@ int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
   return 0;
 }
 
-/* Records the grid of `tile` x `tile` output tiles, split into several launches where the
- * rows or batches exceed the device's grid limits (push constants m0 and batch0). */
+/* Records the grid of `tile` x `tile` output tiles, split into several launches where it
+ * exceeds the device's limits (push constants n0, m0 and batch0 say where each starts). */
 int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
                   int tile) {
   const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
-  int64_t gy = cdiv(M, tile), gz = B;
-  L->groups[0] = (uint32_t)cdiv(N, tile);
-  for (int64_t z = 0; z < gz; z += lim[2]) {
-    for (int64_t y = 0; y < gy; y += lim[1]) {
-      p->batch0 = (uint32_t)z;
-      p->m0 = (uint32_t)y;
-      L->groups[1] = (uint32_t)(gy - y < lim[1] ? gy - y : lim[1]);
-      L->groups[2] = (uint32_t)(gz - z < lim[2] ? gz - z : lim[2]);
-      if (em_vk_launch(D, L) != 0) return -1;
-    }
-  }
+  int64_t total[3] = {cdiv(N, tile), cdiv(M, tile), B};
+  for (int64_t z = 0; z < total[2]; z += lim[2])
+    for (int64_t y = 0; y < total[1]; y += lim[1])
+      for (int64_t x = 0; x < total[0]; x += lim[0]) {
+        int64_t at[3] = {x, y, z};
+        for (int d = 0; d < 3; d++)
+          L->groups[d] = (uint32_t)(total[d] - at[d] < lim[d] ? total[d] - at[d] : lim[d]);
+        p->n0 = (uint32_t)x;
+        p->m0 = (uint32_t)y;
+        p->batch0 = (uint32_t)z;
+        if (em_vk_launch(D, L) != 0) return -1;
+      }
   return 0;
+}
+
+/* Whether a product gets a pipeline specialized to its operands' layouts (vk_pipeline.c's
+ * policy): always on GPUs; on CPU-type drivers, where each specialization costs a compilation
+ * of 50-500 ms, only for products large enough to repay it. */
+enum { SPECIALIZE_WORK = 1 << 24 };
+static bool specialize(const vk_device *D, int64_t work) {
+  return D->specialize && (D->specialize_from == 0 || work >= SPECIALIZE_WORK);
 }
 
 /* As the CPU's em_sat_i64: NaN gives 0, out-of-range values saturate. */
@@ -165,14 +174,18 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
                        : wide  ? "matmul_F64_S"
                        : half ? (tile == TILE_L ? "matmul_H16_L" : "matmul_H16_S")
                               : (tile == TILE_L ? "matmul_F32_L" : "matmul_F32_S");
+  p.a_mode = amode;
+  p.b_mode = bmode;
+  p.flags = flags;
   vk_launch L = {
     .module = module,
     .push = &p,
-    .push_size = wide ? 80 : 72,
+    .push_size = wide ? 96 : 88,
     .spec = {amode, bmode, flags, ~0u},
     .ops = {out, a, b},
     .writes = 1u,
   };
+  if (!specialize(D, B * M * N * K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
   return em_vk_mm_grid(D, &L, &p, B, M, N, tile);
 }
 
