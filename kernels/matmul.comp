@@ -1,5 +1,5 @@
 #version 450
-// variants: F32_L F32_S H16_L H16_S F64_S
+// variants: F32_L F32_S H16_L H16_S F64_S INT_S
 //
 // matmul.comp: the gemm slot, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]
 // (runtime/src/vulkan/vk_matmul.c launches it; backend.h states the contract).
@@ -20,7 +20,9 @@
 //
 // Variants: F32 (float), F64 (double: the small tile only, scalar loads and one shared buffer,
 // so that its tiles fit 32 KiB of shared memory), H16 (float16 or bfloat16 words, unpacked to
-// float32 and accumulated in float32, as the CPU does; stores are rounded to nearest even).
+// float32 and accumulated in float32, as the CPU does; stores are rounded to nearest even), INT
+// (every integer dtype, widened to 64 bits and accumulated modulo 2^64 like the CPU's loop, then
+// narrowed; small tile, scalar loads, one shared buffer like F64).
 #extension GL_EXT_control_flow_attributes : require
 
 #if defined(VARIANT_F32_L) || defined(VARIANT_H16_L)
@@ -32,6 +34,9 @@
 #define IS_F32 1
 #elif defined(VARIANT_H16_L) || defined(VARIANT_H16_S)
 #define IS_H16 1
+#elif defined(VARIANT_INT_S)
+#define IS_INT 1
+#extension GL_ARB_gpu_shader_int64 : require
 #else
 #define IS_F64 1
 #endif
@@ -43,7 +48,7 @@
 #else
 #define BK 16
 #endif
-#ifdef IS_F64
+#if defined(IS_F64) || defined(IS_INT)
 #define NBUF 1
 #else
 #define NBUF 2
@@ -59,14 +64,24 @@ layout(local_size_x = NT) in;
 // A_MODE: bit 0 clear: chunks run along K (a is row-major), set: along M. Bit 1: vector loads.
 // B_MODE: bit 0 clear: chunks run along N (b is row-major), set: along K. Bit 1: vector loads.
 // FLAGS: bit 0: bfloat16 (H16); bit 1: out rows are whole aligned vec4s (F32) or 16-bit pairs
-// (H16), so the epilogue stores whole words.
-layout(constant_id = 0) const uint A_MODE = 0u;
-layout(constant_id = 1) const uint B_MODE = 0u;
-layout(constant_id = 2) const uint FLAGS = 0u;
+// (H16), so the epilogue stores whole words. INT: bits 4-7: the dtype (em_dtype: 4 int8,
+// 5 uint8, 6 int16, 7 int32, 8 int64).
+// Each is ~0u in the generic pipeline, which reads them from the push constants instead (the
+// host specializes on GPUs; a CPU driver would spend more compiling the combinations than it
+// gains on a test suite's small products).
+layout(constant_id = 0) const uint SPEC_A_MODE = 0xffffffffu;
+layout(constant_id = 1) const uint SPEC_B_MODE = 0xffffffffu;
+layout(constant_id = 2) const uint SPEC_FLAGS = 0xffffffffu;
+#define A_MODE (SPEC_A_MODE != 0xffffffffu ? SPEC_A_MODE : p.a_mode)
+#define B_MODE (SPEC_B_MODE != 0xffffffffu ? SPEC_B_MODE : p.b_mode)
+#define FLAGS (SPEC_FLAGS != 0xffffffffu ? SPEC_FLAGS : p.flags)
 
 #ifdef IS_F64
 #define T double
 #define V4 dvec4
+#elif defined(IS_INT)
+#define T uint64_t
+#define V4 u64vec4
 #else
 #define T float
 #define V4 vec4
@@ -80,6 +95,8 @@ layout(push_constant) uniform Params {
   uint o_sb;
   uint m0;                      // first row tile of this launch (large grids are split)
   uint batch0;                  // first batch of this launch
+  uint n0;                      // first column tile of this launch
+  uint a_mode, b_mode, flags;   // the generic pipeline's A_MODE, B_MODE, FLAGS
   uint pad_;
   T alpha, beta;
 } p;
@@ -90,6 +107,10 @@ layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
 layout(std430, binding = 1) readonly buffer AW2 { uvec2 aw2[]; };
 layout(std430, binding = 2) readonly buffer BW { uint bw[]; };
 layout(std430, binding = 2) readonly buffer BW2 { uvec2 bw2[]; };
+#elif defined(IS_INT)
+layout(std430, binding = 0) buffer OW { uint ow[]; };
+layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
+layout(std430, binding = 2) readonly buffer BW { uint bw[]; };
 #else
 layout(std430, binding = 0) buffer O { T o[]; };
 layout(std430, binding = 1) readonly buffer A { T a[]; };
@@ -137,9 +158,44 @@ float ld_a(uint e) { return h16_to_float((aw[e >> 1] >> ((e & 1u) * 16u)) & 0xff
 float ld_b(uint e) { return h16_to_float((bw[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu); }
 vec4 ld4_a(uint e) { return h16x4_to_float(aw2[e >> 2]); }
 vec4 ld4_b(uint e) { return h16x4_to_float(bw2[e >> 2]); }
+#elif defined(IS_INT)
+#define IFMT ((FLAGS >> 4) & 15u)
+// The element at e of a buffer of IFMT elements, sign- (or zero-) extended to 64 bits.
+#define LD_INT(W, e)                                                                       \
+  (IFMT == 8u ? packUint2x32(uvec2(W[2u * (e)], W[2u * (e) + 1u]))                        \
+   : IFMT == 7u ? uint64_t(int64_t(int(W[e])))                                             \
+   : IFMT == 6u ? uint64_t(int64_t(int(W[(e) >> 1] << (16u - ((e) & 1u) * 16u)) >> 16))    \
+   : IFMT == 5u ? uint64_t((W[(e) >> 2] >> (((e) & 3u) * 8u)) & 0xffu)                     \
+                : uint64_t(int64_t(int(W[(e) >> 2] << (24u - ((e) & 3u) * 8u)) >> 24)))
+T ld_a(uint e) { return LD_INT(aw, e); }
+T ld_b(uint e) { return LD_INT(bw, e); }
+V4 ld4_a(uint e) { return V4(ld_a(e), ld_a(e + 1u), ld_a(e + 2u), ld_a(e + 3u)); }
+V4 ld4_b(uint e) { return V4(ld_b(e), ld_b(e + 1u), ld_b(e + 2u), ld_b(e + 3u)); }
+T ld_o(uint e) { return LD_INT(ow, e); }
+// Narrowed to the dtype; 8- and 16-bit elements share words with other invocations' elements,
+// so those are merged atomically.
+void st_o(uint e, T v) {
+  uint lo = uint(v);
+  if (IFMT == 8u) {
+    ow[2u * e] = lo;
+    ow[2u * e + 1u] = uint(v >> 32);
+  } else if (IFMT == 7u) {
+    ow[e] = lo;
+  } else if (IFMT == 6u) {
+    uint s = (e & 1u) * 16u;
+    atomicAnd(ow[e >> 1], ~(0xffffu << s));
+    atomicOr(ow[e >> 1], (lo & 0xffffu) << s);
+  } else {
+    uint s = (e & 3u) * 8u;
+    atomicAnd(ow[e >> 2], ~(0xffu << s));
+    atomicOr(ow[e >> 2], (lo & 0xffu) << s);
+  }
+}
 #else
 T ld_a(uint e) { return a[e]; }
 T ld_b(uint e) { return b[e]; }
+T ld_o(uint e) { return o[e]; }
+void st_o(uint e, T v) { o[e] = v; }
 #ifdef IS_F32
 vec4 ld4_a(uint e) { return a4[e >> 2]; }
 vec4 ld4_b(uint e) { return b4[e >> 2]; }
@@ -258,8 +314,8 @@ void store_row(uint e, uint col, V4 acc) {
   [[unroll]] for (uint j = 0u; j < 4u; j++) {
     if (col + j < p.N) {
       T v = p.alpha * acc[j];
-      if (p.beta != T(0)) v += p.beta * o[e + j];
-      o[e + j] = v;
+      if (p.beta != T(0)) v += p.beta * ld_o(e + j);
+      st_o(e + j, v);
     }
   }
 }
@@ -267,7 +323,7 @@ void store_row(uint e, uint col, V4 acc) {
 
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
-  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = gl_WorkGroupID.x * BM;
+  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = (gl_WorkGroupID.x + p.n0) * BM;
   uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
   uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
 

@@ -69,7 +69,8 @@ layout(push_constant) uniform Params {
   uint o_sb;
   uint m0;
   uint batch0;
-  uint pad_;
+  uint n0;
+  uint a_mode, b_mode, flags, pad_;  // unused here: this kernel is always specialized
   float alpha, beta;
 } p;
 
@@ -185,7 +186,7 @@ void store_one(uint e, float acc) {
 
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
-  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = gl_WorkGroupID.x * BN;
+  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = (gl_WorkGroupID.x + p.n0) * BN;
   uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
   uint warp = gl_SubgroupID, wm = warp % 2u, wn = warp / 2u;
 

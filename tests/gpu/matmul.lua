@@ -22,7 +22,7 @@ local smoke = arg[2] == 'smoke'
 local info = ember.device(dev):info()
 print(('device: %s (%s, %s)'):format(dev, info.description, info.driver))
 print(('coop: device lists cooperative matrices: %s; float16 arithmetic: %s'):format(
-  tostring(info.features.cooperative_matrix), tostring(info.features.float16)))
+  tostring(info.features.cooperative_matrix == true), tostring(info.features.float16 == true)))
 
 local function set_coop(on)
   if on then ffi.C.unsetenv('EMBER_VK_COOPMAT') else ffi.C.setenv('EMBER_VK_COOPMAT', '0', 1) end

@@ -2,7 +2,7 @@
 -- CPU: every floating dtype, sizes around and across the 64- and 128-wide tiles (the large tile
 -- forced through EMBER_VK_MATMUL_TILE=L), K = 0 and empty results, operands transposed, sliced,
 -- offset and broadcast (stride 0), batches with a shared matrix, alpha and beta, the vector
--- products built on gemm, and the gradients of matmul and linear.
+-- products built on gemm, the gradients of matmul and linear, and the integer dtypes.
 --
 -- The cooperative-matrix kernel (float16 on tensor cores) needs a device that lavapipe is not:
 -- tests/gpu/matmul.lua checks it on a GPU.
@@ -110,6 +110,23 @@ describe('vulkan matmul (' .. V .. ')', function()
     end)
   end)
 
+  it('runs the pipelines specialized to the layouts (products of 2^24 multiply-adds)', function()
+    -- a CPU driver gets generic pipelines for smaller products (vk_matmul.c: specialize)
+    for _, tile in ipairs({ 'L', 'S' }) do
+      with_env('EMBER_VK_MATMUL_TILE', tile, function()
+        for _, dt in ipairs({ 'float32', 'float16' }) do
+          for _, l in ipairs({ { 'contiguous', 'contiguous' }, { 'transposed', 'sliced' },
+            { 'offset', 'transposed' } }) do
+            local a, va = layouts[l[1]](dt, 256, 256)
+            local b, vb = layouts[l[2]](dt, 256, 256)
+            check(('%s %s 256^3 %s @ %s'):format(dt, tile, l[1], l[2]), va:matmul(vb),
+              a:matmul(b), 256)
+          end
+        end
+      end)
+    end
+  end)
+
   it('handles K = 0 and empty results', function()
     for _, dt in ipairs(dtypes) do
       for _, s in ipairs({ { 3, 5, 0 }, { 0, 4, 3 }, { 4, 0, 3 }, { 0, 0, 0 } }) do
@@ -148,10 +165,13 @@ describe('vulkan matmul (' .. V .. ')', function()
     end
   end)
 
-  it('splits grids beyond the device limit on the batch dimension', function()
+  it('splits grids beyond the device limit (batches, columns)', function()
     local B = 70000 -- above lavapipe's 65535 workgroups per dimension
     local a, b = data('float32', { B, 1, 2 }), data('float32', { B, 2, 1 })
     check('bmm with 70000 batches', on(a):bmm(on(b)), a:bmm(b), 2)
+    local N = 65536 * 64 + 100 -- 65538 column tiles of 64
+    local r, c = ember.randn(1, 1), ember.randn(1, N)
+    check('1 x 1 @ 1 x 4194404', on(r):matmul(on(c)), r:matmul(c), 1)
   end)
 
   it('applies alpha and beta (addmm, baddbmm), ignoring NaN in c when beta = 0', function()
@@ -214,10 +234,21 @@ describe('vulkan matmul (' .. V .. ')', function()
     end
   end)
 
-  it('raises "not implemented" for integer products rather than running on the CPU', function()
-    local a = on(ember.ones(3, 4, { dtype = 'int64' }))
-    local ok, err = pcall(function() return a:matmul(on(ember.ones(4, 2, { dtype = 'int64' }))) end)
-    assert.is_false(ok)
-    assert.truthy(tostring(err):find('not implemented on ' .. V, 1, true), tostring(err))
+  it('multiplies every integer dtype exactly, wrapping on overflow like the CPU', function()
+    for _, dt in ipairs({ 'int8', 'uint8', 'int16', 'int32', 'int64' }) do
+      local lo, hi = dt == 'uint8' and 0 or -100, 100 -- int8 and uint8 products overflow
+      for _, s in ipairs({ { 7, 9, 5 }, { 70, 33, 21 } }) do -- odd N: bytes of other rows
+        local a = VK.data(dt, { s[1], s[3] }, lo, hi)
+        local b = VK.data(dt, { s[2], s[3] }, lo, hi):t()
+        VK.agree(on(a):matmul(on(b)), a:matmul(b), dt .. ' ' .. table.concat(s, 'x'))
+      end
+      local c, a, b = VK.data(dt, { 4, 6, 7 }, lo, hi), VK.data(dt, { 4, 6, 3 }, lo, hi),
+        VK.data(dt, { 3, 7 }, lo, hi)
+      VK.agree(ember.baddbmm(on(c), on(a), on(b):expand(4, 3, 7), { beta = 2, alpha = -3 }),
+        ember.baddbmm(c, a, b:expand(4, 3, 7), { beta = 2, alpha = -3 }), dt .. ' baddbmm')
+    end
+    local big = ember.tensor({ { 2 ^ 40, 3 } }, { dtype = 'int64' })
+    local col = ember.tensor({ { 2 ^ 30 }, { 5 } }, { dtype = 'int64' })
+    VK.agree(on(big):matmul(on(col)), big:matmul(col), 'int64 beyond 2^64 wraps')
   end)
 end)

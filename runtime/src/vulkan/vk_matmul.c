@@ -10,10 +10,10 @@
  *    layout: the host tells the kernel, per operand, which dimension is contiguous and whether
  *    its 4-element chunks are aligned for vector loads (layout()). Transposed views (x @ w:t(),
  *    the backward's a:t() @ g) therefore cost no copy.
+ *    Integer dtypes take the same kernel's INT variant: elements widened to 64 bits, products
+ *    summed modulo 2^64 and narrowed, like the CPU's loop (so overflow wraps the same way).
  *  - kernels/coopmat/matmul_coop.comp: float16 on tensor cores (vk_matmul_coop.c), when the
  *    build and the device have cooperative matrices; coop_wanted() decides.
- *
- * Integer dtypes have no kernel yet: they raise "not implemented".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* EMBER_VK_MATMUL_TILE=L or S forces a tile size (tests reach the large tile with small
  * problems this way); read on every call, which costs nothing next to a dispatch. */
 static int tile_for(em_dtype dt, int64_t B, int64_t M, int64_t N) {
-  if (dt == EM_FLOAT64) return TILE_S;
+  if (dt == EM_FLOAT64 || !em_dtypes[dt].is_float) return TILE_S;
   const char *force = getenv("EMBER_VK_MATMUL_TILE");
   if (force && force[0] == 'L') return TILE_L;
   if (force && force[0] == 'S') return TILE_S;
@@ -44,7 +44,8 @@ static int tile_for(em_dtype dt, int64_t B, int64_t M, int64_t N) {
  * BM/4 + 1 vectors of 4 elements. */
 static uint32_t shared_bytes(em_dtype dt, int tile) {
   if (tile == TILE_L) return 2 * 2 * 8 * 33 * 16;
-  return dt == EM_FLOAT64 ? 2 * 1 * 16 * 17 * 32 : 2 * 2 * 16 * 17 * 16;
+  bool wide = dt == EM_FLOAT64 || !em_dtypes[dt].is_float; /* 8-byte elements, one buffer */
+  return wide ? 2 * 1 * 16 * 17 * 32 : 2 * 2 * 16 * 17 * 16;
 }
 
 bool em_vk_mm_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
@@ -98,23 +99,40 @@ int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
   return 0;
 }
 
-/* Records the grid of `tile` x `tile` output tiles, split into several launches where the
- * rows or batches exceed the device's grid limits (push constants m0 and batch0). */
+/* Records the grid of `tile` x `tile` output tiles, split into several launches where it
+ * exceeds the device's limits (push constants n0, m0 and batch0 say where each starts). */
 int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
                   int tile) {
   const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
-  int64_t gy = cdiv(M, tile), gz = B;
-  L->groups[0] = (uint32_t)cdiv(N, tile);
-  for (int64_t z = 0; z < gz; z += lim[2]) {
-    for (int64_t y = 0; y < gy; y += lim[1]) {
-      p->batch0 = (uint32_t)z;
-      p->m0 = (uint32_t)y;
-      L->groups[1] = (uint32_t)(gy - y < lim[1] ? gy - y : lim[1]);
-      L->groups[2] = (uint32_t)(gz - z < lim[2] ? gz - z : lim[2]);
-      if (em_vk_launch(D, L) != 0) return -1;
-    }
-  }
+  int64_t total[3] = {cdiv(N, tile), cdiv(M, tile), B};
+  for (int64_t z = 0; z < total[2]; z += lim[2])
+    for (int64_t y = 0; y < total[1]; y += lim[1])
+      for (int64_t x = 0; x < total[0]; x += lim[0]) {
+        int64_t at[3] = {x, y, z};
+        for (int d = 0; d < 3; d++)
+          L->groups[d] = (uint32_t)(total[d] - at[d] < lim[d] ? total[d] - at[d] : lim[d]);
+        p->n0 = (uint32_t)x;
+        p->m0 = (uint32_t)y;
+        p->batch0 = (uint32_t)z;
+        if (em_vk_launch(D, L) != 0) return -1;
+      }
   return 0;
+}
+
+/* Whether a product gets a pipeline specialized to its operands' layouts (vk_pipeline.c's
+ * policy): always on GPUs; on CPU-type drivers, where each specialization costs a compilation
+ * of 50-500 ms, only for products large enough to repay it. */
+enum { SPECIALIZE_WORK = 1 << 24 };
+static bool specialize(const vk_device *D, int64_t work) {
+  return D->specialize && (D->specialize_from == 0 || work >= SPECIALIZE_WORK);
+}
+
+/* As the CPU's em_sat_i64: NaN gives 0, out-of-range values saturate. */
+static int64_t sat_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
 }
 
 static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
@@ -129,8 +147,9 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   if (tile == TILE_L && shared_bytes(dt, tile) > limit) tile = TILE_S;
   if (shared_bytes(dt, tile) > limit)
     return not_implemented(D, "the device has too little shared memory for the kernel", out);
-  bool wide = dt == EM_FLOAT64, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
-  int chunk = wide ? 1 << 30 : 4; /* float64 never loads vectors */
+  bool integer = !em_dtypes[dt].is_float;
+  bool wide = dt == EM_FLOAT64 || integer, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
+  int chunk = wide ? 1 << 30 : 4; /* float64 and integers never load vectors */
   uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,
                                    a->offset, chunk);
   uint32_t bmode = em_vk_mm_layout(K, N, b->strides[1], b->strides[2], b->strides[0], B,
@@ -138,8 +157,12 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   /* whole aligned output words: vec4 rows for float32, 16-bit pairs for the half types */
   bool words = half ? N % 2 == 0 && out->offset % 2 == 0
                     : !wide && N % 4 == 0 && out->offset % 4 == 0;
-  uint32_t flags = (dt == EM_BFLOAT16 ? 1u : 0u) | (words ? 2u : 0u);
-  if (wide) {
+  uint32_t flags = (dt == EM_BFLOAT16 ? 1u : 0u) | (words ? 2u : 0u) |
+                   (integer ? (uint32_t)dt << 4 : 0u);
+  if (integer) { /* the CPU's conversion: saturated, then modulo 2^64 */
+    p.s.u[0] = (uint64_t)sat_i64(alpha);
+    p.s.u[1] = (uint64_t)sat_i64(beta);
+  } else if (wide) {
     p.s.d[0] = alpha;
     p.s.d[1] = beta;
   } else {
@@ -147,17 +170,22 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
     p.s.f[1] = (float)beta;
   }
   /* string literals: vk_pipeline.c memoizes module names by address */
-  const char *module = wide ? "matmul_F64_S"
+  const char *module = integer ? "matmul_INT_S"
+                       : wide  ? "matmul_F64_S"
                        : half ? (tile == TILE_L ? "matmul_H16_L" : "matmul_H16_S")
                               : (tile == TILE_L ? "matmul_F32_L" : "matmul_F32_S");
+  p.a_mode = amode;
+  p.b_mode = bmode;
+  p.flags = flags;
   vk_launch L = {
     .module = module,
     .push = &p,
-    .push_size = wide ? 80 : 72,
+    .push_size = wide ? 96 : 88,
     .spec = {amode, bmode, flags, ~0u},
     .ops = {out, a, b},
     .writes = 1u,
   };
+  if (!specialize(D, B * M * N * K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
   return em_vk_mm_grid(D, &L, &p, B, M, N, tile);
 }
 
@@ -165,7 +193,6 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
                double beta) {
   vk_device *D = em_vk_device(out->device_id);
   em_dtype dt = (em_dtype)out->dtype_id;
-  if (!em_dtypes[dt].is_float) return not_implemented(D, "integer products have no kernel", out);
   if (dt == EM_FLOAT64 && !(D->features & EM_FEATURE_FLOAT64))
     return not_implemented(D, "the device lacks shaderFloat64", out);
   if (em_numel(out) == 0) return 0;

@@ -11,13 +11,15 @@
 typedef struct mm_push {
   uint32_t M, N, K, a_base, b_base, o_base; /* element offsets of the first elements */
   int32_t a_sm, a_sk, b_sk, b_sn, a_sb, b_sb;
-  uint32_t o_sb, m0, batch0, pad;
+  uint32_t o_sb, m0, batch0, n0; /* first row tile, batch, column tile of a launch */
+  uint32_t a_mode, b_mode, flags, pad; /* matmul.comp's generic pipeline reads these */
   union {
     float f[2];
     double d[2]; /* float64 kernels */
+    uint64_t u[2]; /* integer kernels: two's complement */
   } s;           /* alpha, beta */
 } mm_push;
-_Static_assert(sizeof(mm_push) == 80, "the matmul kernels' push constants");
+_Static_assert(sizeof(mm_push) == 96, "the matmul kernels' push constants");
 
 bool em_vk_mm_fits_i32(int64_t v);
 uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs,

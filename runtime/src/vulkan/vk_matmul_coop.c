@@ -186,7 +186,7 @@ int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_t
   vk_launch L = {
     .module = flavor_of[D->id] == FLAVOR_KHR ? "matmul_coop_KHR" : "matmul_coop_NV",
     .push = &p,
-    .push_size = 72,
+    .push_size = 88,
     .spec = {amode, bmode, pairs ? 2u : 0u, ~0u},
     .ops = {out, a, b},
     .writes = 1u,
