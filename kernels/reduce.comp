@@ -26,6 +26,9 @@ const bool IDX_IN = (OPC & 0x1000u) != 0u;   // arg indices come from operand 4
 const bool PARTIAL = (OPC & 0x2000u) != 0u;  // a chunk's raw result (uint32 arg indices)
 // float32 lines of contiguous, 16-byte aligned elements (the host checks): 128-bit loads
 const bool VEC4 = (OPC & 0x4000u) != 0u;
+// x minus the line's first element before the transform: var and std take the mean and the
+// squared deviations of the shifted line (exactly 0 for a constant line, as on the CPU)
+const bool SHIFT0 = (OPC & 0x8000u) != 0u;
 const uint IN_FMT = FMTS & 15u, OUT_FMT = (FMTS >> 4) & 15u;
 
 #define A_SUM 0u
@@ -187,11 +190,14 @@ void main() {
     uint r0 = gl_WorkGroupID.z * pc.chunk, r1 = min(pc.R, r0 + pc.chunk);
     uint off = a * uint(pc.sa) + k * uint(pc.sk);
     uint rs = r0 + lane;
+    ACC x0 = ACC(0);
+    if (SHIFT0 && pc.R > 0u) x0 = load_x(pc.xbase + off, IN_FMT);
 #if !defined(VARIANT_F64) && !defined(VARIANT_I64)
     if (VEC4) {
       uint q0 = (pc.xbase + off + r0) >> 2, nq = (r1 - r0) >> 2;
       for (uint j = lane; j < nq; j += TR) {
         vec4 v = x4_buf.q[q0 + j];
+        v -= x0;
         acc = fold(fold(acc, transform(v.x, shift)), transform(v.y, shift));
         acc = fold(fold(acc, transform(v.z, shift)), transform(v.w, shift));
       }
@@ -208,7 +214,7 @@ void main() {
           best = i;
         }
       } else {
-        acc = fold(acc, transform(v, shift));
+        acc = fold(acc, transform(v - x0, shift));
       }
     }
   }

@@ -136,6 +136,18 @@ describe('vulkan reductions (' .. V .. ')', function()
       same('column sums', function(x) return x:mean(1) end, w, on(w), tol_for('float32', 3000))
     end)
 
+    it('serves the compositions: count_nonzero, nansum, nanmean, dist', function()
+      local c = data('float32', { 8, 13 })
+      c[3][4], c[7][1] = 0 / 0, 0 / 0
+      c[2][2] = 0
+      local y = data('float32', { 8, 13 })
+      same('count_nonzero', function(x) return x:count_nonzero(2) end, c, on(c))
+      same('nansum', function(x) return x:nansum(1) end, c, on(c), tol_for('float32', 8))
+      same('nanmean', function(x) return x:nanmean() end, c, on(c), tol_for('float32', 104))
+      same('dist', function(x) return x:dist(x:device() == 'cpu' and y or on(y), 3) end,
+        y:mul(2):add(1), on(y):mul(2):add(1), { 1e-5, 1e-5 })
+    end)
+
     it('reads aligned float32 rows 128 bits at a time, with tails and misaligned views', function()
       local c = data('float32', { 9, 260 })
       local views = { { 'rows', function(x) return x end },
@@ -184,6 +196,12 @@ describe('vulkan reductions (' .. V .. ')', function()
               L[2], L[3], tol_for('float32', 300))
           end
         end
+      end
+      -- constant lines have a variance of exactly 0 (0 / 0 = NaN past the correction)
+      local k = ember.full({ 6, 250000 }, 0.1):narrow(2, 1, 249999)
+      for _, corr in ipairs({ 0, 1, 6, 300000 }) do
+        same('constant var ' .. corr, function(x) return x:var(2, { correction = corr }) end, k, on(k))
+        same('constant std ' .. corr, function(x) return x:std(1, { correction = corr }) end, k, on(k))
       end
       for _, dt in ipairs(float_types) do
         local c = data(dt, { 17, 29 })

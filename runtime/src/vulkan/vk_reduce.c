@@ -24,7 +24,7 @@
 enum { A_SUM, A_PROD, A_MAX, A_MIN, A_ALL, A_ANY, A_ARGMAX, A_ARGMIN };
 enum { T_NONE, T_ABS, T_SQUARE, T_POWABS, T_NONZERO, T_SQDEV, T_EXPSHIFT };
 enum { N_NONE, N_DIV, N_DIVSQRT, N_SQRT, N_ROOT, N_LSE };
-enum { FL_IDX_IN = 0x1000, FL_PARTIAL = 0x2000, FL_VEC4 = 0x4000 };
+enum { FL_IDX_IN = 0x1000, FL_PARTIAL = 0x2000, FL_VEC4 = 0x4000, FL_SHIFT0 = 0x8000 };
 
 typedef struct red_push {
   uint32_t A, R, K, groups;
@@ -40,6 +40,7 @@ typedef struct red_job {
   const char *fn;
   uint32_t fold, xform, finish;
   double p, div;             /* arg0, arg1 of the push constants */
+  uint32_t flags;            /* FL_SHIFT0 */
   const em_tensor *centre;   /* one accumulator per line, line order (NULL: none) */
   em_tensor *out, *idx;      /* idx: arg-reductions' int64 indices */
   int64_t oa, ok;
@@ -125,7 +126,8 @@ static int run_job(const vk_lines *L, const red_job *J) {
   pc.cbase = J->centre ? (uint32_t)J->centre->offset : 0;
   put_real(pc.arg0, variant, J->p);
   put_real(pc.arg1, variant, J->div);
-  uint32_t opc = J->fold | J->xform << 4 | J->finish << 8 | (vec4_lines(L, &P, arg) ? FL_VEC4 : 0);
+  uint32_t opc = J->fold | J->xform << 4 | J->finish << 8 | J->flags |
+                 (vec4_lines(L, &P, arg) ? FL_VEC4 : 0);
   uint32_t in_fmt = (uint32_t)L->x->dtype_id, out_fmt = (uint32_t)J->out->dtype_id;
   uint32_t chunks = chunks_for(D, &P, L->R);
   if (chunks == 1) {
@@ -186,19 +188,19 @@ static int run_job(const vk_lines *L, const red_job *J) {
 /* A job writing into out (keepdim shape) at out's own strides. */
 static red_job job_into(const char *fn, const vk_lines *L, em_tensor *out, uint32_t fold,
                         uint32_t xform, uint32_t finish) {
-  red_job J = {fn, fold, xform, finish, 0, 0, NULL, out, NULL, L->oa, L->ok};
+  red_job J = {fn, fold, xform, finish, 0, 0, 0, NULL, out, NULL, L->oa, L->ok};
   return J;
 }
 
 /* A per-line centre temporary (accumulator dtype, line order) from a first job. */
 static em_tensor *centre_of(const vk_lines *L, const char *fn, uint32_t fold, uint32_t finish,
-                            double div) {
+                            double div, uint32_t flags) {
   const char *variant = vk_red_variant(L->D, fn, (em_dtype)L->x->dtype_id);
   if (variant == NULL) return NULL;
   int64_t n = L->A * L->K;
   em_tensor *c = em_empty(1, &n, acc_dtype(variant), L->x->device_id);
   if (c == NULL) return NULL;
-  red_job J = {fn, fold, T_NONE, finish, 0, div, NULL, c, NULL, L->K, 1};
+  red_job J = {fn, fold, T_NONE, finish, 0, div, flags, NULL, c, NULL, L->K, 1};
   if (run_job(L, &J) != 0) {
     em_release(c);
     return NULL;
@@ -229,7 +231,7 @@ int em_vk_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t m
   case EM_ANY: J.fold = A_ANY; break;
   case EM_LOGSUMEXP:
     /* the max first; then exp(x - max) summed, finished as max + log(sum) */
-    centre = centre_of(&L, fn, A_MAX, N_NONE, 0);
+    centre = centre_of(&L, fn, A_MAX, N_NONE, 0, 0);
     if (centre == NULL) rc = -1;
     J.xform = T_EXPSHIFT;
     J.finish = N_LSE;
@@ -248,12 +250,14 @@ int em_vk_moments(em_tensor *out, const em_tensor *x, uint32_t mask, double corr
   const char *fn = take_sqrt ? "std" : "var";
   vk_lines L;
   if (vk_lines_plan(&L, fn, out, x, mask) != 0) return -1;
-  em_tensor *mean = centre_of(&L, fn, A_SUM, N_DIV, (double)L.R);
+  /* The mean of x - x[0] of each line, then the squared deviations of x - x[0] from it. */
+  em_tensor *mean = centre_of(&L, fn, A_SUM, N_DIV, (double)L.R, FL_SHIFT0);
   int rc = mean ? 0 : -1;
   if (rc == 0) {
     red_job J = job_into(fn, &L, out, A_SUM, T_SQDEV, take_sqrt ? N_DIVSQRT : N_DIV);
     J.div = (double)L.R - correction;
     J.centre = mean;
+    J.flags = FL_SHIFT0;
     rc = run_job(&L, &J);
   }
   em_release(mean);
