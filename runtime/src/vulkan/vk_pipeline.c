@@ -184,22 +184,20 @@ int em_vk_pipeline_init(vk_device *D) {
   return 0;
 }
 
-/* The index of a SPIR-V module by name, or -1. Callers pass string literals, so the pointer
- * is remembered: a launch costs a pointer comparison, not a search. */
+/* The index of a SPIR-V module by name, or -1. Recent lookups are remembered by name (a
+ * short string comparison, not a search of every module); names may live anywhere, a stack
+ * buffer included, since the memo keeps the module's own name, not the caller's pointer. */
 static int module_index(const char *name) {
   enum { MEMO = 64 };
-  static struct { const char *name; int index; } memo[MEMO];
-  static int used;
+  static int memo[MEMO], used;
   for (int i = 0; i < used; i++)
-    if (memo[i].name == name) return memo[i].index;
-  int found = -1;
-  for (size_t i = 0; i < em_spirv_module_count && found < 0; i++)
-    if (strcmp(em_spirv_modules[i].name, name) == 0) found = (int)i;
-  if (found >= 0 && used < MEMO) {
-    memo[used].index = found;
-    memo[used++].name = name;
+    if (strcmp(em_spirv_modules[memo[i]].name, name) == 0) return memo[i];
+  for (size_t i = 0; i < em_spirv_module_count; i++) {
+    if (strcmp(em_spirv_modules[i].name, name) != 0) continue;
+    if (used < MEMO) memo[used++] = (int)i;
+    return (int)i;
   }
-  return found;
+  return -1;
 }
 
 /* A pipeline: a module with its 4 specialization constants (~0u where the kernel reads the
