@@ -11,6 +11,12 @@
 /* -- matmul (vk_matmul.c) -- */
 
 /* -- indexing and sorting (vk_index.c) -- */
+int em_vk_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_vk_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                  int accumulate);
+int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                    double alpha, int accumulate);
 
 /* -- convolution and pooling (vk_conv.c) -- */
 int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -56,6 +62,10 @@ const em_backend em_vulkan_backend = {
   /* -- matmul -- */
 
   /* -- indexing and sorting -- */
+  .index_select = em_vk_index_select,
+  .gather = em_vk_gather,
+  .scatter = em_vk_scatter,
+  .index_put = em_vk_index_put,
 
   /* -- convolution and pooling -- */
   .conv2d = em_vk_conv2d,
