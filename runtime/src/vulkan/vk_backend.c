@@ -17,6 +17,8 @@ int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor
                   int accumulate);
 int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int accumulate);
+int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+               int descending);
 
 /* -- convolution and pooling (vk_conv.c) -- */
 int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -66,6 +68,7 @@ const em_backend em_vulkan_backend = {
   .gather = em_vk_gather,
   .scatter = em_vk_scatter,
   .index_put = em_vk_index_put,
+  .sort = em_vk_sort,
 
   /* -- convolution and pooling -- */
   .conv2d = em_vk_conv2d,

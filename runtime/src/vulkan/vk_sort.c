@@ -1,0 +1,97 @@
+/*
+ * vk_sort.c: the Vulkan sort kernel (kernels/sort.comp): a stable sort of every line along one
+ * dimension, one workgroup per line, a bitonic network in shared memory. Lines longer than
+ * the shared memory holds (12 bytes per element: 4096 on a 48 KiB device, 2048 on 32 KiB)
+ * raise "not implemented"; argsort and topk go through this slot (ops/sort.c).
+ */
+#include "vk.h"
+
+int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+               int descending);
+
+enum { SORT_DIMS = 5 };
+
+typedef struct sort_push {
+  uint32_t n, p2, rows, ndim;
+  int32_t xstep, vstep;
+  uint32_t size[SORT_DIMS];
+  int32_t xs[SORT_DIMS], vs[SORT_DIMS];
+  uint32_t xbase, vbase, ibase;
+} sort_push;
+_Static_assert(sizeof(sort_push) <= VK_MAX_PUSH, "sort push constants exceed 128 bytes");
+
+int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+               int descending) {
+  vk_device *D = em_vk_device(x->device_id);
+  int64_t n = x->sizes[dim];
+  uint64_t cap = 64;
+  while ((int64_t)cap < n) cap *= 2;
+  uint64_t shared = D->props.limits.maxComputeSharedMemorySize;
+  if (cap * 12 > shared)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                             "sort: not implemented on %s for lines longer than %llu elements "
+                             "(got %lld along dim %d)", D->name,
+                             (unsigned long long)(shared / 12 >= 64 ? 1ull << (63 - __builtin_clzll(shared / 12)) : 0),
+                             (long long)n, dim);
+  /* the other dimensions, innermost first, merged where both x and values allow */
+  sort_push p = {.n = (uint32_t)n, .xstep = (int32_t)x->strides[dim],
+                 .vstep = (int32_t)values->strides[dim]};
+  uint64_t p2 = 1;
+  while ((int64_t)p2 < n) p2 *= 2;
+  p.p2 = (uint32_t)(p2 < 2 ? 2 : p2);
+  int64_t size[EM_MAX_DIMS], xs[EM_MAX_DIMS], vs[EM_MAX_DIMS], rows = 1;
+  int nd = 0;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    if (d == dim || x->sizes[d] == 1) continue;
+    rows *= x->sizes[d];
+    if (nd > 0 && x->strides[d] == xs[nd - 1] * size[nd - 1] &&
+        values->strides[d] == vs[nd - 1] * size[nd - 1]) {
+      size[nd - 1] *= x->sizes[d];
+      continue;
+    }
+    size[nd] = x->sizes[d];
+    xs[nd] = x->strides[d];
+    vs[nd] = values->strides[d];
+    nd++;
+  }
+  if (rows == 0 || n == 0) return 0;
+  if (nd > SORT_DIMS)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                             "sort: not implemented on %s for layouts of more than %d "
+                             "non-mergeable dimensions (got %d)", D->name, SORT_DIMS, nd);
+  /* element indices stay within 31 bits (values and indices are fresh and contiguous) */
+  int64_t lo = x->offset, hi = x->offset;
+  for (int d = 0; d < x->ndim; d++) {
+    int64_t span = x->strides[d] * (x->sizes[d] - 1);
+    if (span > 0) hi += span;
+    else lo += span;
+  }
+  if (lo < 0 || hi >= INT32_MAX || values->offset + em_numel(values) >= INT32_MAX ||
+      indices->offset + em_numel(indices) >= INT32_MAX / 2 || rows > UINT32_MAX)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                             "sort: not implemented on %s for tensors beyond 2^30 elements",
+                             D->name);
+  p.rows = (uint32_t)rows;
+  p.ndim = (uint32_t)nd;
+  for (int d = 0; d < nd; d++) {
+    p.size[d] = (uint32_t)size[d];
+    p.xs[d] = (int32_t)xs[d];
+    p.vs[d] = (int32_t)vs[d];
+  }
+  p.xbase = (uint32_t)x->offset;
+  p.vbase = (uint32_t)values->offset;
+  p.ibase = (uint32_t)indices->offset;
+  uint64_t groups = (uint64_t)rows, max = D->props.limits.maxComputeWorkGroupCount[0];
+  if (max > 65535) max = 65535;
+  if (groups > max) groups = max; /* the kernel loops over the remaining lines */
+  vk_launch L = {
+      .module = "sort",
+      .push = &p,
+      .push_size = sizeof p,
+      .spec = {(uint32_t)cap, (uint32_t)x->dtype_id, descending ? 1u : 0u, ~0u},
+      .ops = {values, indices, x},
+      .writes = 3u,
+      .groups = {(uint32_t)groups, 1, 1},
+  };
+  return em_vk_launch_locked(&L);
+}
