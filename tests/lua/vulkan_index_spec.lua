@@ -187,9 +187,13 @@ describe('vulkan indexing (' .. V .. ')', function()
   it('sort: stable, both directions, every dtype, NaN and -0.0 as the CPU', function()
     for _, dtype in ipairs(DTYPES) do
       if not skip(dtype) then
-        for _, shape in ipairs({ { 7, 13 }, { 3, 300 }, { 37, 5 } }) do
+        local shapes = dtype == 'float32' and { { 7, 13 }, { 3, 300 }, { 37, 5 } }
+            or { { 5, 300 } }
+        for _, shape in ipairs(shapes) do
           local base = sort_data(dtype, shape)
-          for _, v in ipairs((views(base))) do
+          local vs = views(base)
+          if dtype ~= 'float32' then vs = { vs[1], vs[2] } end -- layouts: float32 covers them
+          for _, v in ipairs(vs) do
             local name, f, b = v[1], v[2], v[3]
             local xc, xv = f(b), f(on(b))
             for dim = 1, 2 do

@@ -30,9 +30,9 @@ int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int di
   if (cap * 12 > shared)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
                              "sort: not implemented on %s for lines longer than %llu elements "
-                             "(got %lld along dim %d)", D->name,
+                             "(got a line of %lld)", D->name,
                              (unsigned long long)(shared / 12 >= 64 ? 1ull << (63 - __builtin_clzll(shared / 12)) : 0),
-                             (long long)n, dim);
+                             (long long)n);
   /* the other dimensions, innermost first, merged where both x and values allow */
   sort_push p = {.n = (uint32_t)n, .xstep = (int32_t)x->strides[dim],
                  .vstep = (int32_t)values->strides[dim]};
