@@ -255,4 +255,23 @@ describe('vulkan indexing (' .. V .. ')', function()
     local ok, err = pcall(function() return long:sort(2) end)
     if not ok then assert.truthy(tostring(err):find('not implemented on vulkan', 1, true)) end
   end)
+
+  it('nonzero: every dtype, layouts, more than one chunk, NaN and -0.0', function()
+    for _, dtype in ipairs(DTYPES) do
+      if not skip(dtype) then
+        local base = sort_data(dtype, { 45, 70 })
+        if not VK.is_float(dtype) and dtype ~= 'bool' then base = base:clamp(-1, 1) end
+        local vs = views(base)
+        if dtype ~= 'float32' then vs = { vs[1], vs[2] } end
+        for _, v in ipairs(vs) do
+          local name, f, b = v[1], v[2], v[3]
+          agree(f(on(b)):nonzero(), f(b):nonzero(), dtype .. ' ' .. name)
+        end
+      end
+    end
+    local z = ember.zeros(3, 0)
+    agree(on(z):nonzero(), z:nonzero(), 'zero-size')
+    local y = data('int8', { 3, 4, 5 }, -1, 2)
+    agree(on(y):nonzero(), y:nonzero(), '3-D')
+  end)
 end)

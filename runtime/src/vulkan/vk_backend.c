@@ -29,6 +29,7 @@ int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tens
                     double alpha, int accumulate);
 int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
                int descending);
+int em_vk_nonzero(em_tensor *out, const em_tensor *x);
 
 /* -- convolution and pooling (vk_conv.c) -- */
 int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -104,6 +105,7 @@ const em_backend em_vulkan_backend = {
   .scatter = em_vk_scatter,
   .index_put = em_vk_index_put,
   .sort = em_vk_sort,
+  .nonzero = em_vk_nonzero,
 
   /* -- convolution and pooling -- */
   .conv2d = em_vk_conv2d,
