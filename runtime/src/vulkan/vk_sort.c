@@ -10,6 +10,8 @@
 
 int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
                int descending);
+int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+                    int descending); /* vk_sort_long.c */
 
 enum { SORT_DIMS = 5 };
 
@@ -29,12 +31,8 @@ int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int di
   uint64_t cap = 64;
   while ((int64_t)cap < n) cap *= 2;
   uint64_t shared = D->props.limits.maxComputeSharedMemorySize;
-  if (cap * 12 > shared)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
-                             "sort: not implemented on %s for lines longer than %llu elements "
-                             "(got a line of %lld)", D->name,
-                             (unsigned long long)(shared / 12 >= 64 ? 1ull << (63 - __builtin_clzll(shared / 12)) : 0),
-                             (long long)n);
+  if (cap * 12 > shared) /* a line beyond one workgroup: the multi-pass merge sort */
+    return em_vk_sort_long(values, indices, x, dim, descending);
   /* the other dimensions, innermost first, merged where both x and values allow */
   sort_push p = {.n = (uint32_t)n, .xstep = (int32_t)x->strides[dim],
                  .vstep = (int32_t)values->strides[dim]};

@@ -1,0 +1,245 @@
+#version 450
+// variants: BLOCK MERGE WRITE
+//
+// sort_long.comp: the stable sort of lines too long for one workgroup's shared memory
+// (kernels/sort.comp sorts the others; runtime/src/cpu/sort.c is the reference). Every line is
+// sorted as sequences of (key, position) records, 16 bytes each (uvec4: key low, key high,
+// position, unused), in two scratch buffers the host ping-pongs between:
+//   BLOCK  one workgroup per chunk of CAP elements of a line: a bitonic sort in shared memory,
+//          giving sorted runs of CAP records.
+//   MERGE  one invocation per record: merges pairs of sorted runs of width W into runs of
+//          2W. A record's place in the merged run is its place in its own run plus the number
+//          of records of the other run before it (a binary search). Keys are made unique by
+//          the position, so the order is total and the merge is stable without tie rules.
+//   WRITE  one invocation per record: values take x's element at the record's position (its
+//          exact bits), indices the position.
+// Keys order the values as the CPU does: NaN above everything, -0.0 equal to 0.0, and
+// complemented when descending (so ties keep their input order in both directions).
+// Spec constants: 0 CAP (BLOCK's chunk, a power of two), 1 DT (em_dtype of x), 2 DESC.
+#extension GL_ARB_gpu_shader_int64 : require
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint CAP = 2048u;
+layout(constant_id = 1) const uint DT = 0u;
+layout(constant_id = 2) const uint DESC = 0u;
+
+#ifdef VARIANT_WRITE
+layout(std430, set = 0, binding = 0) buffer Values { uint v[]; };
+layout(std430, set = 0, binding = 1) buffer Indices { uint ind[]; };
+layout(std430, set = 0, binding = 2) readonly buffer X { uint x[]; };
+layout(std430, set = 0, binding = 3) readonly buffer Src { uvec4 src[]; };
+#elif defined(VARIANT_MERGE)
+layout(std430, set = 0, binding = 0) buffer Dst { uvec4 dst[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Src { uvec4 src[]; };
+#else
+layout(std430, set = 0, binding = 0) buffer Dst { uvec4 dst[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
+#endif
+
+layout(push_constant) uniform Params {
+  uint n;        // line length
+  uint rows;     // lines
+  uint total;    // n * rows records
+  uint w;        // MERGE: the width of the sorted runs being merged
+  uint ndim;     // the other dimensions, at most 5 (innermost first)
+  int xstep;     // x's stride along dim
+  int vstep;     // values' and indices' stride along dim (the same layout)
+  uint size[5];
+  int xs[5];
+  int vs[5];
+  uint xbase, vbase, ibase;
+} pc;
+
+#define F_F32 0u
+#define F_F64 1u
+#define F_F16 2u
+#define F_BF16 3u
+#define F_I8 4u
+#define F_U8 5u
+#define F_I16 6u
+#define F_I32 7u
+#define F_I64 8u
+#define F_BOOL 9u
+
+uint esize() {
+  if (DT == F_F64 || DT == F_I64) return 8u;
+  if (DT == F_F32 || DT == F_I32) return 4u;
+  if (DT == F_F16 || DT == F_BF16 || DT == F_I16) return 2u;
+  return 1u;
+}
+
+// The offsets of line `row` in x (element index) and in values (relative to vbase/ibase).
+ivec2 line_offsets(uint row) {
+  int xo = int(pc.xbase), vo = 0;
+  uint r = row;
+  for (uint d = 0u; d < pc.ndim; d++) {
+    uint c = r % pc.size[d];
+    r /= pc.size[d];
+    xo += int(c) * pc.xs[d];
+    vo += int(c) * pc.vs[d];
+  }
+  return ivec2(xo, vo);
+}
+
+#ifndef VARIANT_MERGE
+uvec2 load_x(uint e) {
+  uint s = esize();
+  if (s == 4u) return uvec2(x[e], 0u);
+  if (s == 8u) return uvec2(x[2u * e], x[2u * e + 1u]);
+  if (s == 2u) return uvec2((x[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu, 0u);
+  return uvec2((x[e >> 2] >> ((e & 3u) * 8u)) & 0xffu, 0u);
+}
+#endif
+
+#ifdef VARIANT_BLOCK
+float half_to_float(uint h) {
+  uint sign = (h & 0x8000u) << 16;
+  uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0u) {
+    float f = float(m) * 5.9604644775390625e-8;
+    return sign != 0u ? -f : f;
+  }
+  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+  return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// Order-preserving keys (as kernels/sort.comp).
+uint64_t f32_key(uint u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0xffffffffffffffffUL;  // NaN: the largest
+  if (u == 0x80000000u) u = 0u;                                          // -0.0 == 0.0
+  return uint64_t((u & 0x80000000u) != 0u ? ~u : u | 0x80000000u);
+}
+
+uint64_t key_of(uvec2 b) {
+  uint64_t k;
+  if (DT == F_F32) k = f32_key(b.x);
+  else if (DT == F_F16) k = f32_key(floatBitsToUint(half_to_float(b.x)));
+  else if (DT == F_BF16) k = f32_key(b.x << 16);
+  else if (DT == F_F64) {
+    uint64_t u = packUint2x32(b);
+    if ((u & 0x7fffffffffffffffUL) > 0x7ff0000000000000UL) k = 0xffffffffffffffffUL;
+    else {
+      if (u == 0x8000000000000000UL) u = 0UL;
+      k = (u & 0x8000000000000000UL) != 0UL ? ~u : u | 0x8000000000000000UL;
+    }
+  } else if (DT == F_I64) k = packUint2x32(b) ^ 0x8000000000000000UL;
+  else if (DT == F_I32) k = uint64_t(int64_t(int(b.x))) ^ 0x8000000000000000UL;
+  else if (DT == F_I16) k = uint64_t(int64_t(bitfieldExtract(int(b.x), 0, 16))) ^ 0x8000000000000000UL;
+  else if (DT == F_I8) k = uint64_t(int64_t(bitfieldExtract(int(b.x), 0, 8))) ^ 0x8000000000000000UL;
+  else k = uint64_t(b.x);  // uint8, bool
+  return DESC != 0u ? ~k : k;
+}
+
+shared uint64_t skey[CAP];
+shared uint sidx[CAP];
+
+bool after(uint a, uint b) {
+  return skey[a] > skey[b] || (skey[a] == skey[b] && sidx[a] > sidx[b]);
+}
+
+void main() {
+  uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  uint chunks = (pc.n + CAP - 1u) / CAP;
+  uint tiles = chunks * pc.rows;
+  for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
+    uint row = tile / chunks, start = (tile % chunks) * CAP;
+    uint len = min(CAP, pc.n - start);
+    uint p2 = 2u;
+    while (p2 < len) p2 <<= 1;
+    int xo = line_offsets(row).x;
+    for (uint t = lid; t < p2; t += wg) {
+      if (t < len) {
+        skey[t] = key_of(load_x(uint(xo + int(start + t) * pc.xstep)));
+        sidx[t] = start + t;
+      } else {  // padding sorts after every record (NaN's key ties, the position decides)
+        skey[t] = 0xffffffffffffffffUL;
+        sidx[t] = 0xffffffffu;
+      }
+    }
+    barrier();
+    for (uint k = 2u; k <= p2; k <<= 1) {
+      for (uint j = k >> 1; j > 0u; j >>= 1) {
+        for (uint t = lid; t < p2 / 2u; t += wg) {
+          uint i = (t / j) * 2u * j + (t % j), l = i + j;
+          if (after(i, l) == ((i & k) == 0u)) {
+            uint64_t tk = skey[i];
+            skey[i] = skey[l];
+            skey[l] = tk;
+            uint ti = sidx[i];
+            sidx[i] = sidx[l];
+            sidx[l] = ti;
+          }
+        }
+        barrier();
+      }
+    }
+    uint first = row * pc.n + start;
+    for (uint t = lid; t < len; t += wg) {
+      uvec2 k = unpackUint2x32(skey[t]);
+      dst[first + t] = uvec4(k.x, k.y, sidx[t], 0u);
+    }
+    barrier();  // the shared arrays are reused by the next tile
+  }
+}
+#endif
+
+#ifdef VARIANT_MERGE
+// Record a strictly before record b: keys (high, low), then positions.
+bool before(uvec4 a, uvec4 b) {
+  if (a.y != b.y) return a.y < b.y;
+  if (a.x != b.x) return a.x < b.x;
+  return a.z < b.z;
+}
+
+void main() {
+  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += step) {
+    uint row = e / pc.n, p = e - row * pc.n, line = row * pc.n;
+    uint r = p / pc.w, base = (r & ~1u) * pc.w;
+    uvec4 me = src[e];
+    // the other run of the pair: after this one (r even) or before it (r odd)
+    uint lo = (r & 1u) == 0u ? min(base + pc.w, pc.n) : base;
+    uint hi = (r & 1u) == 0u ? min(base + 2u * pc.w, pc.n) : base + pc.w;
+    uint own = p - r * pc.w;
+    // records of the other run before this one: the first not before it
+    uint a = lo, b = hi;
+    while (a < b) {
+      uint mid = (a + b) >> 1;
+      if (before(src[line + mid], me)) a = mid + 1u;
+      else b = mid;
+    }
+    dst[line + base + own + (a - lo)] = me;
+  }
+}
+#endif
+
+#ifdef VARIANT_WRITE
+void store_v(uint e, uvec2 b) {
+  uint s = esize();
+  if (s == 4u) {
+    v[e] = b.x;
+  } else if (s == 8u) {
+    v[2u * e] = b.x;
+    v[2u * e + 1u] = b.y;
+  } else {  // neighbours in the word belong to other invocations
+    uint per = 4u / s, sh = (e % per) * 8u * s;
+    uint mask = (s == 2u ? 0xffffu : 0xffu) << sh;
+    atomicAnd(v[e / per], ~mask);
+    atomicOr(v[e / per], (b.x << sh) & mask);
+  }
+}
+
+void main() {
+  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += step) {
+    uint row = e / pc.n, t = e - row * pc.n;
+    ivec2 o = line_offsets(row);
+    uint pos = src[e].z;
+    int ve = o.y + int(t) * pc.vstep;
+    store_v(uint(int(pc.vbase) + ve), load_x(uint(o.x + int(pos) * pc.xstep)));
+    uint ie = uint(int(pc.ibase) + ve);
+    ind[2u * ie] = pos;
+    ind[2u * ie + 1u] = 0u;
+  }
+}
+#endif
