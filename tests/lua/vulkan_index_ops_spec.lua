@@ -1,0 +1,182 @@
+-- Indexing and sorting on the Vulkan device against the CPU, beyond the kernels' own spec
+-- (vulkan_index_spec.lua): sorts of lines too long for one workgroup (the multi-pass merge
+-- sort), with unique and topk built on them, and the ops composed from the indexing kernels
+-- end to end (x[idx], x[mask], masked_select/masked_fill, embedding) with their gradients.
+local VK = require 'vk_helpers'
+local H, ember, V = VK.H, VK.ember, VK.V
+if V == nil then
+  describe('vulkan indexing ops', function() pending('no Vulkan device: ' .. VK.why) end)
+  return
+end
+local on, agree, data, has_f64 = VK.on, VK.agree, VK.data, VK.has_f64
+
+-- A random int64 index tensor (1-based) of a shape with values in [1, hi].
+local function rand_index(shape, hi)
+  local t = H.map(function(v) return math.min(hi, 1 + math.floor(v * hi)) end,
+    H.rand_table(shape, 0, 1))
+  return ember.tensor(t, { dtype = 'int64' })
+end
+
+-- Values with many ties (stability shows in the indices) and, for floats, NaN, infinities
+-- and signed zeros.
+local function sort_data(dtype, shape, lo, hi)
+  local x = data(dtype, shape, lo or -6, hi or 6)
+  if VK.is_float(dtype) then
+    local special = { 0 / 0, -0.0, 0.0, 1 / 0, -1 / 0 }
+    local u = H.rand_table(shape, 0, 1)
+    local m = H.map(function(v) return v < 0.1 and 1 or 0 end, u)
+    local pick = H.map(function(v) return special[1 + math.floor(v * 333) % 5] end, u)
+    x = ember.where(ember.tensor(m, { dtype = 'bool' }), ember.tensor(pick, { dtype = dtype }),
+      x:floor())
+  end
+  return x
+end
+
+-- Sorted values compared bit for bit through NaN masks (NaN never equals itself).
+local function agree_sorted(gv, gi, wv, wi, what)
+  agree(gi, wi, what .. ' indices')
+  agree(gv:isnan(), wv:isnan(), what .. ' nan')
+  local z = ember.zeros(1, { dtype = wv:dtype() })
+  agree(ember.where(gv:isnan(), on(z), gv), ember.where(wv:isnan(), z, wv), what .. ' values')
+end
+
+describe('vulkan indexing ops (' .. V .. ')', function()
+  it('sort of long lines: every dtype, both directions, stable, NaN as the CPU', function()
+    local dtypes = { 'float32', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32',
+      'int64', 'bool' }
+    if has_f64 then dtypes[#dtypes + 1] = 'float64' end
+    for _, dtype in ipairs(dtypes) do
+      -- more than one chunk, not a power of two: a ragged last run in every merge pass
+      local x = sort_data(dtype, { 2, 5001 })
+      for _, desc in ipairs({ false, true }) do
+        local what = dtype .. (desc and ' desc' or '')
+        local wv, wi = x:sort(2, desc)
+        local gv, gi = on(x):sort(2, desc)
+        agree_sorted(gv, gi, wv, wi, what)
+      end
+    end
+  end)
+
+  it('sort of long lines: layouts, dims, 1-D of 100k, argsort, zero rows', function()
+    local x = sort_data('float32', { 3, 9000 }, -300, 300)
+    for _, v in ipairs({
+      { 'contiguous dim 2', x, 2 },
+      { 'transposed dim 1', x:t():contiguous():t(), 2 },
+      { 'columns (dim 1)', x:t():contiguous(), 1 },
+      { 'sliced', ember.cat({ x, x }, 2)[{ {}, { 1, -1, 2 } }], 2 },
+    }) do
+      local name, t, dim = v[1], v[2], v[3]
+      local tv = name == 'transposed dim 1' and on(x:t():contiguous()):t()
+          or name == 'sliced' and on(ember.cat({ x, x }, 2))[{ {}, { 1, -1, 2 } }] or on(t)
+      for _, desc in ipairs({ false, true }) do
+        local wv, wi = t:sort(dim, desc)
+        local gv, gi = tv:sort(dim, desc)
+        agree_sorted(gv, gi, wv, wi, name .. (desc and ' desc' or ''))
+      end
+    end
+    local y = data('float32', { 100000 }, -1e4, 1e4)
+    local wv, wi = y:sort(1)
+    local gv, gi = on(y):sort(1)
+    agree_sorted(gv, gi, wv, wi, '1-D 100k')
+    local z = data('int32', { 3, 7000, 2 }, -50, 50)
+    agree(on(z):argsort(2, true), z:argsort(2, true), '3-D argsort')
+    local e = ember.zeros(0, 5000)
+    agree(select(2, on(e):sort(2)), select(2, e:sort(2)), 'zero rows')
+  end)
+
+  it('unique and topk over long inputs', function()
+    local x = data('int32', { 20000 }, -300, 300)
+    local u, inv, cnt = on(x):unique({ return_inverse = true, return_counts = true })
+    local u0, inv0, cnt0 = x:unique({ return_inverse = true, return_counts = true })
+    agree(u, u0, 'unique values')
+    agree(inv, inv0, 'unique inverse')
+    agree(cnt, cnt0, 'unique counts')
+    local f = sort_data('float32', { 90, 70 })
+    agree(on(f):unique(), f:unique(), 'unique of a 2-D float tensor with NaN')
+    local y = data('float32', { 4, 30000 })
+    for _, largest in ipairs({ true, false }) do
+      local tv, ti = y:topk(9, 2, largest)
+      local gv, gi = on(y):topk(9, 2, largest)
+      agree(gv, tv, 'topk values')
+      agree(gi, ti, 'topk indices')
+    end
+  end)
+
+  it('sort backward through long lines (values.grad scattered to x)', function()
+    local x = data('float32', { 2, 6000 })
+    local g = data('float32', { 2, 6000 })
+    local grads = {}
+    for _, dev in ipairs({ 'cpu', V }) do
+      local p = x:to(dev):requires_grad_(true)
+      local v = p:sort(2, true)
+      v:backward(g:to(dev))
+      grads[dev] = p.grad
+    end
+    agree(grads[V], grads.cpu, 'x.grad')
+  end)
+
+  it('x[idx], x[mask], masked_select, masked_fill and assignment through them', function()
+    for _, dtype in ipairs({ 'float32', 'int64', 'float16', 'bool' }) do
+      for _, v in ipairs(VK.layouts(function(s) return data(dtype, s) end, 37, 45)) do
+        local name, xc, xv = v[1], v[2], v[3]
+        local what = dtype .. ' ' .. name
+        if xc:numel() == 0 then goto continue end
+        local r, c = xc:size(1), xc:size(2)
+        local idx = rand_index({ r + 23 }, r)
+        agree(xv[on(idx)], xc[idx], what .. ' x[idx]')
+        local mask = data('float32', { r, c }):gt(0)
+        agree(xv[on(mask)], xc[mask], what .. ' x[mask]')
+        local row = data('float32', { 1, c }):gt(0) -- a broadcast mask
+        agree(xv:masked_select(on(row)), xc:masked_select(row), what .. ' masked_select bcast')
+        agree(xv:masked_fill(on(mask), 1), xc:masked_fill(mask, 1), what .. ' masked_fill')
+        if name ~= 'broadcast' then
+          local a, b = xc:clone(), xv:clone()
+          a[mask] = 0
+          b[on(mask)] = 0
+          agree(b, a, what .. ' x[mask] = 0')
+          a[idx] = 1
+          b[on(idx)] = 1
+          agree(b, a, what .. ' x[idx] = 1')
+        end
+        ::continue::
+      end
+    end
+    local big = data('float32', { 70000 })
+    local m = big:gt(0.5)
+    agree(on(big)[on(m)], big[m], 'x[mask] over 70k elements')
+  end)
+
+  it('gradients of the composed ops match the CPU', function()
+    local F = require 'ember.nn.functional'
+    local x = data('float32', { 40, 24 })
+    local idx = rand_index({ 7, 50 }, 40)
+    local rows = rand_index({ 90 }, 40)
+    local mask = data('float32', { 40, 24 }):gt(0)
+    local gidx = rand_index({ 40, 5 }, 24)
+    local cases = {
+      { 'embedding', function(p, d) return F.embedding(idx:to(d), p, { padding_idx = 3 }) end },
+      { 'x[idx]', function(p, d) return p[rows:to(d)] end },
+      { 'masked_select', function(p, d) return p:masked_select(mask:to(d)) end },
+      { 'masked_fill', function(p, d) return p:masked_fill(mask:to(d), 2) end },
+      { 'gather', function(p, d) return p:gather(2, gidx:to(d)) end },
+      { 'scatter_add', function(p, d)
+        return ember.zeros(40, 24):to(d):scatter_add(2, gidx:to(d), p:narrow(2, 1, 5))
+      end },
+      { 'index_add', function(p, d)
+        return ember.zeros(40, 24):to(d):index_add(1, rows:to(d), p[rows:to(d)], 0.5)
+      end },
+      { 'topk', function(p, d) return (p:topk(3, 2)) end },
+      { 'sort', function(p, d) return (p:sort(1, true)) end },
+    }
+    for _, c in ipairs(cases) do
+      local grads = {}
+      for _, dev in ipairs({ 'cpu', V }) do
+        local p = x:clone():to(dev):requires_grad_(true) -- x:to('cpu') would be x itself
+        local y = c[2](p, dev)
+        y:backward(ember.ones(y:size()):to(dev):mul(1.5))
+        grads[dev] = p.grad
+      end
+      agree(grads[V], grads.cpu, c[1] .. ': x.grad', { 1e-5, 1e-5 })
+    end
+  end)
+end)
