@@ -146,6 +146,30 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(big)[on(m)], big[m], 'x[mask] over 70k elements')
   end)
 
+  it('scatter and index_copy in parallel: 1-D, many repeats, the last one wins', function()
+    for _, dtype in ipairs({ 'float32', 'int8', 'int64' }) do
+      local x = data(dtype, { 3000 }, -100, 100)
+      local idx = rand_index({ 20000 }, 3000)
+      local src = data(dtype, { 20000 }, -100, 100)
+      agree(on(x):index_copy(1, on(idx), on(src)), x:index_copy(1, idx, src), dtype .. ' index_copy')
+      agree(on(x):scatter(1, on(idx), on(src)), x:scatter(1, idx, src), dtype .. ' scatter')
+      local a, b = x:clone(), on(x)
+      a[idx] = 7
+      b[on(idx)] = 7
+      agree(b, a, dtype .. ' x[idx] = 7')
+    end
+    -- 2-D: along dim 1 of a transposed target, and scatter along dim 2 with few lines
+    local x = data('float32', { 9, 400 }):t()
+    local idx = rand_index({ 2000 }, 400)
+    local src = data('float32', { 2000, 9 })
+    agree(on(x:t():contiguous()):t():index_copy(1, on(idx), on(src)),
+      x:index_copy(1, idx, src), 'index_copy into a transposed tensor')
+    local y = data('int32', { 3, 500 }, -9, 9)
+    local si = rand_index({ 3, 4000 }, 500)
+    local ss = data('int32', { 3, 4000 }, -9, 9)
+    agree(on(y):scatter(2, on(si), on(ss)), y:scatter(2, si, ss), 'scatter dim 2')
+  end)
+
   it('gradients of the composed ops match the CPU', function()
     local F = require 'ember.nn.functional'
     local x = data('float32', { 40, 24 })

@@ -19,6 +19,9 @@ int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor
                   int accumulate);
 int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int accumulate);
+/* vk_index_last.c: the parallel last-one-wins path without accumulation (1: not taken). */
+int em_vk_index_last(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                     int put);
 
 enum { IDX_DIMS = 5 };
 
@@ -199,6 +202,10 @@ static bool scatter_seq(const em_tensor *x, int accumulate) {
 
 int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                   int accumulate) {
+  if (!accumulate) {
+    int rc = em_vk_index_last(x, dim, index, src, 0);
+    if (rc <= 0) return rc;
+  }
   index_args g = {.fn = accumulate ? "scatter_add" : "scatter", .a = x, .b = src,
                   .index = index, .sizes = src->sizes, .dim = dim, .indexed = 0,
                   .xstep = x->strides[dim], .m = src->sizes[dim], .gather = false,
@@ -212,6 +219,10 @@ int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor
 
 int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int accumulate) {
+  if (!accumulate) {
+    int rc = em_vk_index_last(x, dim, index, src, 1);
+    if (rc <= 0) return rc;
+  }
   index_args g = {.fn = accumulate ? "index_add" : "index_copy", .a = x, .b = src,
                   .index = index, .sizes = src->sizes, .dim = dim, .indexed = 0,
                   .xstep = x->strides[dim], .m = src->sizes[dim], .gather = false,
