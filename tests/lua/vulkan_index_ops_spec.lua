@@ -170,6 +170,19 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(y):scatter(2, on(si), on(ss)), y:scatter(2, si, ss), 'scatter dim 2')
   end)
 
+  it('nonzero over many blocks: dtypes, layouts, sparse and dense', function()
+    for _, dtype in ipairs({ 'float32', 'int8', 'float16', 'int64', 'bool' }) do
+      local x = sort_data(dtype, { 70, 130 }, -1, 2) -- NaN, -0.0 among the floats
+      agree(on(x):nonzero(), x:nonzero(), dtype .. ' contiguous')
+      agree(on(x:t():contiguous()):t():nonzero(), x:nonzero(), dtype .. ' transposed')
+    end
+    local y = data('float32', { 5, 3001, 3 }):gt(2.5) -- sparse, 3-D, a ragged last block
+    agree(on(y):nonzero(), y:nonzero(), 'sparse 3-D')
+    agree(on(ember.ones(3, 9000)):nonzero(), ember.ones(3, 9000):nonzero(), 'dense')
+    local s = ember.cat({ y, y }, 3)[{ {}, {}, { 1, -1, 2 } }]
+    agree(on(ember.cat({ y, y }, 3))[{ {}, {}, { 1, -1, 2 } }]:nonzero(), s:nonzero(), 'sliced')
+  end)
+
   it('gradients of the composed ops match the CPU', function()
     local F = require 'ember.nn.functional'
     local x = data('float32', { 40, 24 })

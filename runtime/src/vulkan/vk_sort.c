@@ -98,6 +98,7 @@ int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int di
 
 /* ---- nonzero (kernels/nonzero.comp) ---- */
 int em_vk_nonzero(em_tensor *out, const em_tensor *x);
+int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x); /* vk_nonzero.c */
 
 typedef struct nonzero_push {
   uint32_t n, ndim, base, count, obase;
@@ -110,6 +111,7 @@ int em_vk_nonzero(em_tensor *out, const em_tensor *x) {
   vk_device *D = em_vk_device(x->device_id);
   int64_t n = em_numel(x), count = out->sizes[0];
   if (n == 0 || count == 0) return 0;
+  if (n > 4096) return em_vk_nonzero_blocks(out, x); /* more than one block: many workgroups */
   nonzero_push p = {.n = (uint32_t)n, .ndim = (uint32_t)x->ndim, .base = (uint32_t)x->offset,
                     .count = (uint32_t)count, .obase = (uint32_t)out->offset};
   int64_t lo = x->offset, hi = x->offset;
