@@ -1,5 +1,5 @@
 #version 450
-// variants: BLOCK MERGE WRITE
+// variants: BLOCK MERGE TILE WRITE
 //
 // sort_long.comp: the stable sort of lines too long for one workgroup's shared memory
 // (kernels/sort.comp sorts the others; runtime/src/cpu/sort.c is the reference). Every line is
@@ -11,6 +11,11 @@
 //          2W. A record's place in the merged run is its place in its own run plus the number
 //          of records of the other run before it (a binary search). Keys are made unique by
 //          the position, so the order is total and the merge is stable without tie rules.
+//   TILE   MERGE with shared memory, the GPU merge path: each workgroup makes 1024 records of
+//          a merged run; a binary search along its first and last output diagonals finds the
+//          slices of the two runs that feed them, which are loaded into shared memory, and
+//          each invocation merges 4 records from its own diagonal there. (MERGE is kept for
+//          chunks below 1024, on devices with less than 12 KiB of shared memory.)
 //   WRITE  one invocation per record: values take x's element at the record's position (its
 //          exact bits), indices the position.
 // Keys order the values as the CPU does: NaN above everything, -0.0 equal to 0.0, and
@@ -28,7 +33,7 @@ layout(std430, set = 0, binding = 0) buffer Values { uint v[]; };
 layout(std430, set = 0, binding = 1) buffer Indices { uint ind[]; };
 layout(std430, set = 0, binding = 2) readonly buffer X { uint x[]; };
 layout(std430, set = 0, binding = 3) readonly buffer Src { uvec4 src[]; };
-#elif defined(VARIANT_MERGE)
+#elif defined(VARIANT_MERGE) || defined(VARIANT_TILE)
 layout(std430, set = 0, binding = 0) buffer Dst { uvec4 dst[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Src { uvec4 src[]; };
 #else
@@ -81,7 +86,7 @@ ivec2 line_offsets(uint row) {
   return ivec2(xo, vo);
 }
 
-#ifndef VARIANT_MERGE
+#if !defined(VARIANT_MERGE) && !defined(VARIANT_TILE)
 uvec2 load_x(uint e) {
   uint s = esize();
   if (s == 4u) return uvec2(x[e], 0u);
@@ -183,14 +188,16 @@ void main() {
 }
 #endif
 
-#ifdef VARIANT_MERGE
+#if defined(VARIANT_MERGE) || defined(VARIANT_TILE)
 // Record a strictly before record b: keys (high, low), then positions.
 bool before(uvec4 a, uvec4 b) {
   if (a.y != b.y) return a.y < b.y;
   if (a.x != b.x) return a.x < b.x;
   return a.z < b.z;
 }
+#endif
 
+#ifdef VARIANT_MERGE
 void main() {
   uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += step) {
@@ -209,6 +216,68 @@ void main() {
       else b = mid;
     }
     dst[line + base + own + (a - lo)] = me;
+  }
+}
+#endif
+
+#ifdef VARIANT_TILE
+const uint T = 1024u, E = 4u;
+shared uvec4 s[T];
+shared uint split[2];
+
+// How many of the first d records of the merge of A = src[a, a + la) and B = src[b, b + lb)
+// come from A (the merge path's crossing of diagonal d).
+uint path_global(uint a, uint la, uint b, uint lb, uint d) {
+  uint lo = d > lb ? d - lb : 0u, hi = min(d, la);
+  while (lo < hi) {
+    uint mid = (lo + hi) >> 1;
+    if (before(src[a + mid], src[b + d - 1u - mid])) lo = mid + 1u;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// The same in shared memory: A = s[0, la), B = s[la, la + lb).
+uint path_shared(uint la, uint lb, uint d) {
+  uint lo = d > lb ? d - lb : 0u, hi = min(d, la);
+  while (lo < hi) {
+    uint mid = (lo + hi) >> 1;
+    if (before(s[mid], s[la + d - 1u - mid])) lo = mid + 1u;
+    else hi = mid;
+  }
+  return lo;
+}
+
+void main() {
+  uint lid = gl_LocalInvocationID.x;
+  uint per_row = (pc.n + T - 1u) / T, tiles = per_row * pc.rows;
+  for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
+    uint row = tile / per_row, o0 = (tile - row * per_row) * T, line = row * pc.n;
+    uint o1 = min(o0 + T, pc.n);
+    // the pair of runs this tile lies in (2w is a multiple of T, so it lies in one)
+    uint base = (o0 / (2u * pc.w)) * 2u * pc.w;
+    uint la = min(pc.w, pc.n - base), lb = pc.n - base > pc.w ? min(pc.w, pc.n - base - pc.w) : 0u;
+    uint a = line + base, b = a + la;
+    if (lid < 2u) split[lid] = path_global(a, la, b, lb, (lid == 0u ? o0 : o1) - base);
+    barrier();
+    uint a0 = split[0], a1 = split[1];
+    uint b0 = o0 - base - a0, b1 = o1 - base - a1;
+    uint na = a1 - a0, nb = b1 - b0;
+    for (uint t = lid; t < na + nb; t += gl_WorkGroupSize.x)
+      s[t] = t < na ? src[a + a0 + t] : src[b + b0 + (t - na)];
+    barrier();
+    uint d = lid * E;
+    if (d < na + nb) {
+      uint i = path_shared(na, nb, d), j = d - i;
+      uint end = min(d + E, na + nb);
+      for (uint k = d; k < end; k++) {
+        bool take_a = j >= nb || (i < na && before(s[i], s[na + j]));
+        dst[line + o0 + k] = take_a ? s[i] : s[na + j];
+        if (take_a) i++;
+        else j++;
+      }
+    }
+    barrier();  // s and split are rewritten by the next tile
   }
 }
 #endif

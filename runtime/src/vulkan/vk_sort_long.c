@@ -3,7 +3,7 @@
  * (kernels/sort_long.comp), called by em_vk_sort (vk_sort.c), which sorts the others in one
  * pass. A merge sort over the whole tensor at once: chunks of each line are sorted in shared
  * memory into runs of (key, position) records, then log2(n / chunk) passes merge pairs of runs
- * (each record finds its place with a binary search in the other run), then one pass writes
+ * (the merge path: tiles of 1024 outputs, each fed from shared memory), then one pass writes
  * values and indices. Records are 16 bytes, in two scratch buffers used in turn.
  */
 #include "vk.h"
@@ -118,9 +118,12 @@ int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, i
   int cur = 0;
   for (uint64_t w = chunk; w < (uint64_t)n; w *= 2) {
     p.w = (uint32_t)w;
-    vk_launch M = {.module = "sort_long_MERGE", .push = &p, .push_size = sizeof p,
-                   .ops = {buf[1 - cur], buf[cur]}, .writes = 1u,
-                   .groups = {groups_for(D, (uint64_t)total, 256), 1, 1}};
+    /* the shared-memory merge path in tiles of 1024 when runs are at least that long */
+    bool tiled = chunk >= 1024;
+    uint64_t work = tiled ? (uint64_t)rows * (uint64_t)((n + 1023) / 1024) : (uint64_t)total;
+    vk_launch M = {.module = tiled ? "sort_long_TILE" : "sort_long_MERGE", .push = &p,
+                   .push_size = sizeof p, .ops = {buf[1 - cur], buf[cur]}, .writes = 1u,
+                   .groups = {groups_for(D, work, tiled ? 1 : 256), 1, 1}};
     for (int k = 0; k < 4; k++) M.spec[k] = ~0u; /* one pipeline for every dtype */
     if (em_vk_launch_locked(&M) != 0) goto done;
     cur = 1 - cur;
