@@ -1,5 +1,5 @@
 #version 450
-// variants: BLOCK MERGE TILE WRITE
+// variants: BLOCK MERGE TILE WRITE ROWS
 //
 // sort_long.comp: the stable sort of lines too long for one workgroup's shared memory
 // (kernels/sort.comp sorts the others; runtime/src/cpu/sort.c is the reference). Every line is
@@ -18,6 +18,9 @@
 //          chunks below 1024, on devices with less than 12 KiB of shared memory.)
 //   WRITE  one invocation per record: values take x's element at the record's position (its
 //          exact bits), indices the position.
+// And ROWS, on its own: lines of at most 128, 512 / CAP of them per workgroup (CAP: the line's
+// power of two), each sorted in its own aligned segment of one bitonic network in shared
+// memory, then written as WRITE does.
 // Keys order the values as the CPU does: NaN above everything, -0.0 equal to 0.0, and
 // complemented when descending (so ties keep their input order in both directions).
 // Spec constants: 0 CAP (BLOCK's chunk, a power of two), 1 DT (em_dtype of x), 2 DESC.
@@ -28,11 +31,13 @@ layout(constant_id = 0) const uint CAP = 2048u;
 layout(constant_id = 1) const uint DT = 0u;
 layout(constant_id = 2) const uint DESC = 0u;
 
-#ifdef VARIANT_WRITE
+#if defined(VARIANT_WRITE) || defined(VARIANT_ROWS)
 layout(std430, set = 0, binding = 0) buffer Values { uint v[]; };
 layout(std430, set = 0, binding = 1) buffer Indices { uint ind[]; };
 layout(std430, set = 0, binding = 2) readonly buffer X { uint x[]; };
+#ifdef VARIANT_WRITE
 layout(std430, set = 0, binding = 3) readonly buffer Src { uvec4 src[]; };
+#endif
 #elif defined(VARIANT_MERGE) || defined(VARIANT_TILE)
 layout(std430, set = 0, binding = 0) buffer Dst { uvec4 dst[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Src { uvec4 src[]; };
@@ -96,7 +101,7 @@ uvec2 load_x(uint e) {
 }
 #endif
 
-#ifdef VARIANT_BLOCK
+#if defined(VARIANT_BLOCK) || defined(VARIANT_ROWS)
 float half_to_float(uint h) {
   uint sign = (h & 0x8000u) << 16;
   uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
@@ -135,13 +140,20 @@ uint64_t key_of(uvec2 b) {
   return DESC != 0u ? ~k : k;
 }
 
-shared uint64_t skey[CAP];
-shared uint sidx[CAP];
+#ifdef VARIANT_ROWS
+const uint SLOTS = 512u;
+#else
+const uint SLOTS = CAP;
+#endif
+shared uint64_t skey[SLOTS];
+shared uint sidx[SLOTS];
 
 bool after(uint a, uint b) {
   return skey[a] > skey[b] || (skey[a] == skey[b] && sidx[a] > sidx[b]);
 }
+#endif
 
+#ifdef VARIANT_BLOCK
 void main() {
   uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   uint chunks = (pc.n + CAP - 1u) / CAP;
@@ -282,7 +294,7 @@ void main() {
 }
 #endif
 
-#ifdef VARIANT_WRITE
+#if defined(VARIANT_WRITE) || defined(VARIANT_ROWS)
 void store_v(uint e, uvec2 b) {
   uint s = esize();
   if (s == 4u) {
@@ -297,6 +309,9 @@ void store_v(uint e, uvec2 b) {
     atomicOr(v[e / per], (b.x << sh) & mask);
   }
 }
+#endif
+
+#ifdef VARIANT_WRITE
 
 void main() {
   uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -309,6 +324,54 @@ void main() {
     uint ie = uint(int(pc.ibase) + ve);
     ind[2u * ie] = pos;
     ind[2u * ie + 1u] = 0u;
+  }
+}
+#endif
+
+#ifdef VARIANT_ROWS
+void main() {
+  uint lid = gl_LocalInvocationID.x;
+  uint per = SLOTS / CAP, groups = (pc.rows + per - 1u) / per;
+  for (uint g = gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
+    for (uint e = lid; e < SLOTS; e += 256u) {
+      uint row = g * per + e / CAP, t = e % CAP;
+      if (row < pc.rows && t < pc.n) {
+        skey[e] = key_of(load_x(uint(line_offsets(row).x + int(t) * pc.xstep)));
+        sidx[e] = t;
+      } else {  // padding sorts after every element of its segment
+        skey[e] = 0xffffffffffffffffUL;
+        sidx[e] = 0xffffffffu;
+      }
+    }
+    barrier();
+    // one compare-exchange per invocation per step: SLOTS / 2 == 256 pairs; pairs never cross
+    // a segment, and the last merge (k == CAP) sorts every segment ascending
+    for (uint k = 2u; k <= CAP; k <<= 1) {
+      for (uint j = k >> 1; j > 0u; j >>= 1) {
+        uint i = (lid / j) * 2u * j + (lid % j), l = i + j;
+        if (after(i, l) == (k == CAP || (i & k) == 0u)) {
+          uint64_t tk = skey[i];
+          skey[i] = skey[l];
+          skey[l] = tk;
+          uint ti = sidx[i];
+          sidx[i] = sidx[l];
+          sidx[l] = ti;
+        }
+        barrier();
+      }
+    }
+    for (uint e = lid; e < SLOTS; e += 256u) {
+      uint row = g * per + e / CAP, t = e % CAP;
+      if (row >= pc.rows || t >= pc.n) continue;
+      ivec2 o = line_offsets(row);
+      uint pos = sidx[e];
+      int ve = o.y + int(t) * pc.vstep;
+      store_v(uint(int(pc.vbase) + ve), load_x(uint(o.x + int(pos) * pc.xstep)));
+      uint ie = uint(int(pc.ibase) + ve);
+      ind[2u * ie] = pos;
+      ind[2u * ie + 1u] = 0u;
+    }
+    barrier();  // the shared arrays are reused by the next group of lines
   }
 }
 #endif

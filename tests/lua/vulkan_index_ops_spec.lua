@@ -84,6 +84,31 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(select(2, on(e):sort(2)), select(2, e:sort(2)), 'zero rows')
   end)
 
+  it('sort of short lines, many to a workgroup: lengths 1 to 129, 3-D, topk', function()
+    for _, n in ipairs({ 1, 2, 3, 17, 64, 128, 129 }) do
+      for _, dtype in ipairs({ 'float32', 'int16' }) do
+        local x = sort_data(dtype, { 1000, n })
+        for _, desc in ipairs({ false, true }) do
+          local what = dtype .. ' n=' .. n .. (desc and ' desc' or '')
+          local wv, wi = x:sort(2, desc)
+          local gv, gi = on(x):sort(2, desc)
+          agree_sorted(gv, gi, wv, wi, what)
+        end
+      end
+    end
+    local y = sort_data('float64', { 30, 11, 40 })
+    if has_f64 then
+      local wv, wi = y:sort(2)
+      local gv, gi = on(y):sort(2)
+      agree_sorted(gv, gi, wv, wi, 'float64 3-D middle dim')
+    end
+    local z = data('float32', { 5000, 10 })
+    local tv, ti = z:topk(3, 2)
+    local gv, gi = on(z):topk(3, 2)
+    agree(gv, tv, 'topk values')
+    agree(gi, ti, 'topk indices')
+  end)
+
   it('unique and topk over long inputs', function()
     local x = data('int32', { 20000 }, -300, 300)
     local u, inv, cnt = on(x):unique({ return_inverse = true, return_counts = true })

@@ -10,8 +10,11 @@
 
 int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
                int descending);
+/* vk_sort_long.c: lines beyond one workgroup, and short lines many to a workgroup */
 int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
-                    int descending); /* vk_sort_long.c */
+                    int descending);
+int em_vk_sort_rows(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+                    int descending);
 
 enum { SORT_DIMS = 5 };
 
@@ -28,6 +31,7 @@ int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int di
                int descending) {
   vk_device *D = em_vk_device(x->device_id);
   int64_t n = x->sizes[dim];
+  if (n <= 128) return em_vk_sort_rows(values, indices, x, dim, descending);
   uint64_t cap = 64;
   while ((int64_t)cap < n) cap *= 2;
   uint64_t shared = D->props.limits.maxComputeSharedMemorySize;

@@ -1,14 +1,17 @@
 /*
- * vk_sort_long.c: the Vulkan sort of lines longer than one workgroup's shared memory holds
- * (kernels/sort_long.comp), called by em_vk_sort (vk_sort.c), which sorts the others in one
- * pass. A merge sort over the whole tensor at once: chunks of each line are sorted in shared
- * memory into runs of (key, position) records, then log2(n / chunk) passes merge pairs of runs
- * (the merge path: tiles of 1024 outputs, each fed from shared memory), then one pass writes
- * values and indices. Records are 16 bytes, in two scratch buffers used in turn.
+ * vk_sort_long.c: the Vulkan sorts that vk_sort.c's one workgroup per line does not suit
+ * (kernels/sort_long.comp), called by em_vk_sort: lines longer than one workgroup's shared
+ * memory holds, and short lines, many to a workgroup (em_vk_sort_rows, at the end).
+ * Long lines: a merge sort over the whole tensor at once. Chunks of each line are sorted in
+ * shared memory into runs of (key, position) records, then log2(n / chunk) passes merge pairs
+ * of runs (the merge path: tiles of 1024 outputs, each fed from shared memory), then one pass
+ * writes values and indices. Records are 16 bytes, in two scratch buffers used in turn.
  */
 #include "vk.h"
 
 int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+                    int descending);
+int em_vk_sort_rows(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
                     int descending);
 
 enum { LONG_DIMS = 5 };
@@ -40,9 +43,10 @@ static uint32_t groups_for(const vk_device *D, uint64_t work, uint64_t per) {
   return (uint32_t)(g > max ? max : g);
 }
 
-int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
-                    int descending) {
-  vk_device *D = em_vk_device(x->device_id);
+/* Fills the push constants shared by the kernels: 0, 1 when there is nothing to sort, or -1
+ * with an error. */
+static int plan(long_push *pp, const vk_device *D, const em_tensor *values,
+                const em_tensor *indices, const em_tensor *x, int dim) {
   int64_t n = x->sizes[dim], rows = 1;
   long_push p = {.xstep = (int32_t)x->strides[dim], .vstep = (int32_t)values->strides[dim]};
   /* the other dimensions, innermost first, merged where x and values both allow */
@@ -61,7 +65,7 @@ int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, i
     vs[nd] = values->strides[d];
     nd++;
   }
-  if (rows == 0 || n == 0) return 0;
+  if (rows == 0 || n == 0) return 1;
   for (int d = 0; d < x->ndim; d++)
     if (indices->strides[d] != values->strides[d])
       return em_error("sort: expected values and indices of one layout on %s, got strides "
@@ -79,12 +83,6 @@ int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, i
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
                              "sort: not implemented on %s for tensors beyond 2^30 elements",
                              D->name);
-  if ((uint64_t)total * 16 > D->max_range)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
-                             "sort: not implemented on %s for %lld elements at once (its "
-                             "scratch of 16 bytes per element exceeds the device's storage "
-                             "buffer range of %llu bytes)", D->name, (long long)total,
-                             (unsigned long long)D->max_range);
   p.n = (uint32_t)n;
   p.rows = (uint32_t)rows;
   p.total = (uint32_t)total;
@@ -97,6 +95,23 @@ int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, i
   p.xbase = (uint32_t)x->offset;
   p.vbase = (uint32_t)values->offset;
   p.ibase = (uint32_t)indices->offset;
+  *pp = p;
+  return 0;
+}
+
+int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+                    int descending) {
+  vk_device *D = em_vk_device(x->device_id);
+  long_push p;
+  int rc = plan(&p, D, values, indices, x, dim);
+  if (rc != 0) return rc < 0 ? -1 : 0;
+  int64_t n = p.n, rows = p.rows, total = p.total;
+  if ((uint64_t)total * 16 > D->max_range)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                             "sort: not implemented on %s for %lld elements at once (its "
+                             "scratch of 16 bytes per element exceeds the device's storage "
+                             "buffer range of %llu bytes)", D->name, (long long)total,
+                             (unsigned long long)D->max_range);
   /* the chunk: the largest power of two whose 12-byte records fit the shared memory */
   uint32_t chunk = 64;
   while ((uint64_t)chunk * 2 * 12 <= D->props.limits.maxComputeSharedMemorySize && chunk < 8192)
@@ -104,7 +119,7 @@ int em_vk_sort_long(em_tensor *values, em_tensor *indices, const em_tensor *x, i
   int64_t words = total * 4;
   em_tensor *buf[2] = {em_empty(1, &words, EM_INT32, x->device_id), NULL};
   buf[1] = buf[0] ? em_empty(1, &words, EM_INT32, x->device_id) : NULL;
-  int rc = -1;
+  rc = -1;
   if (buf[1] == NULL) {
     em_error_prefix("sort");
     goto done;
@@ -138,4 +153,22 @@ done:
   em_release(buf[0]);
   em_release(buf[1]);
   return rc;
+}
+
+/* Short lines (at most 128): kernels/sort_long.comp's ROWS packs 512 / p2 of them into each
+ * workgroup's bitonic network, where vk_sort.c would give each its own workgroup, mostly idle. */
+int em_vk_sort_rows(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+                    int descending) {
+  vk_device *D = em_vk_device(x->device_id);
+  long_push p;
+  int rc = plan(&p, D, values, indices, x, dim);
+  if (rc != 0) return rc < 0 ? -1 : 0;
+  uint32_t p2 = 2;
+  while (p2 < p.n) p2 *= 2;
+  uint64_t per = 512 / p2;
+  vk_launch L = {.module = "sort_long_ROWS", .push = &p, .push_size = sizeof p,
+                 .spec = {p2, (uint32_t)x->dtype_id, descending ? 1u : 0u, ~0u},
+                 .ops = {values, indices, x}, .writes = 3u,
+                 .groups = {groups_for(D, p.rows, per), 1, 1}};
+  return em_vk_launch_locked(&L);
 }
