@@ -8,9 +8,10 @@
 //            SEQ == 0: one invocation per source element, accumulating with atomics (a
 //            compare-and-swap loop on the containing 32-bit word, so every dtype up to 4
 //            bytes works). SEQ == 1: one invocation per line along dim, walking it in order:
-//            the last repeated index wins exactly as on the CPU, and 8-byte accumulation needs
-//            no 64-bit atomics. SCATTER_F64 is SCATTER with float64 arithmetic (its own module,
-//            since it needs the Float64 capability).
+//            the last repeated index wins exactly as on the CPU, and float64 accumulation
+//            needs no 64-bit atomics (int64 accumulates with SEQ == 0: two 32-bit atomic adds
+//            and the carry, see accumulate()). SCATTER_F64 is SCATTER with float64
+//            arithmetic (its own module, since it needs the Float64 capability).
 // Buffers are 32-bit words: 1- and 2-byte elements are packed (stores use atomics, since the
 // neighbours in a word may belong to other invocations), 8-byte elements take two words.
 // Spec constants: 0 ESIZE (element bytes), 1 ACC (the dtype when accumulating, else ~0),
@@ -129,6 +130,17 @@ uvec2 add64(uvec2 old, uvec2 src) {
 
 // a[e] += alpha * v. With atomics unless `alone` (this invocation owns the element).
 void accumulate(uint e, uvec2 v, bool alone) {
+#ifndef VARIANT_SCATTER_F64
+  if (ACC == F_I64 && !alone) {
+    // a 64-bit atomic add from two 32-bit ones: the low word's add returns the old low word,
+    // which gives this add's carry into the high word; the sum of every add comes out exact
+    // (only the intermediate states are torn, and nothing reads them meanwhile)
+    uvec2 d = unpackUint2x32(packUint2x32(uvec2(pc.alpha[0], pc.alpha[1])) * packUint2x32(v));
+    uint old = atomicAdd(a[2u * e], d.x);
+    atomicAdd(a[2u * e + 1u], d.y + (old > 0xffffffffu - d.x ? 1u : 0u));
+    return;
+  }
+#endif
   if (ESIZE == 8u) {
     uvec2 r = add64(uvec2(a[2u * e], a[2u * e + 1u]), v);
     a[2u * e] = r.x;

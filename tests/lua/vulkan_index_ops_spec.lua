@@ -195,6 +195,20 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(y):scatter(2, on(si), on(ss)), y:scatter(2, si, ss), 'scatter dim 2')
   end)
 
+  it('int64 scatter_add and index_add in parallel: carries between the 32-bit halves', function()
+    local big = { 4294967295, -4294967297, 2147483647, -1, 1, 8589934593, -3, 4294967296 }
+    local t = H.map(function(v) return big[1 + math.floor(v * 8)] end, H.rand_table({ 20000 }, 0, 1))
+    local src = ember.tensor(t, { dtype = 'int64' })
+    local idx = rand_index({ 20000 }, 37)
+    local x = ember.tensor(H.map(function(v) return big[1 + math.floor(v * 8)] end,
+      H.rand_table({ 37 }, 0, 1)), { dtype = 'int64' })
+    agree(on(x):scatter_add(1, on(idx), on(src)), x:scatter_add(1, idx, src), 'scatter_add')
+    agree(on(x):index_add(1, on(idx), on(src), -3), x:index_add(1, idx, src, -3), 'index_add')
+    local x2 = ember.zeros(37, 3, { dtype = 'int64' })
+    local s2 = ember.cat({ src:view(20000, 1), src:view(20000, 1), src:view(20000, 1) }, 2)
+    agree(on(x2):index_add(1, on(idx), on(s2)), x2:index_add(1, idx, s2), 'index_add 2-D')
+  end)
+
   it('nonzero over many blocks: dtypes, layouts, sparse and dense', function()
     for _, dtype in ipairs({ 'float32', 'int8', 'float16', 'int64', 'bool' }) do
       local x = sort_data(dtype, { 70, 130 }, -1, 2) -- NaN, -0.0 among the floats

@@ -7,7 +7,8 @@
  * to the index value instead. Dimensions are coalesced here so the kernel's 5 suffice.
  * Scatters without accumulation walk each line along dim in order, in one invocation, so that
  * the last repeated index wins as on the CPU; accumulation of 1- to 4-byte dtypes runs one
- * invocation per element with atomics, and of 8-byte dtypes line by line (no 64-bit atomics).
+ * invocation per element with atomics (int64: two 32-bit atomic adds and the carry), and of
+ * float64 line by line (no 64-bit atomics).
  */
 #include <stdlib.h>
 
@@ -195,9 +196,10 @@ int em_vk_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *i
   return index_launch(&g);
 }
 
-/* Line by line without accumulation (the last repeat wins) and for 8-byte accumulation. */
+/* Line by line without accumulation (the last repeat wins; vk_index_last.c takes most of
+ * those first) and for float64 accumulation (int64 adds with two 32-bit atomics). */
 static bool scatter_seq(const em_tensor *x, int accumulate) {
-  return !accumulate || em_dtypes[x->dtype_id].size == 8;
+  return !accumulate || x->dtype_id == EM_FLOAT64;
 }
 
 int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
