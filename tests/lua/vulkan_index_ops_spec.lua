@@ -195,6 +195,31 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(y):scatter(2, on(si), on(ss)), y:scatter(2, si, ss), 'scatter dim 2')
   end)
 
+  it('index_select of whole rows (embedding lookups): word sizes, dims, offsets', function()
+    for _, dtype in ipairs({ 'float32', 'int8', 'float16', 'int64', 'bool' }) do
+      for _, shape in ipairs({ { 3, 20, 8 }, { 3, 20, 5 }, { 2, 9, 4 } }) do
+        local x = data(dtype, shape, -50, 50)
+        for dim = 1, 3 do
+          local idx = rand_index({ 31 }, shape[dim])
+          local what = dtype .. ' ' .. table.concat(shape, 'x') .. ' dim ' .. dim
+          agree(on(x):index_select(dim, on(idx)), x:index_select(dim, idx), what)
+        end
+        -- x at an offset in its storage (rows 2..), still contiguous
+        local big = data(dtype, { shape[1] + 1, shape[2], shape[3] }, -50, 50)
+        local idx = rand_index({ 40 }, shape[1])
+        agree(on(big):narrow(1, 2, shape[1]):index_select(1, on(idx)),
+          big:narrow(1, 2, shape[1]):index_select(1, idx), dtype .. ' offset')
+      end
+    end
+    -- more rows than one grid dimension holds, and a strided index
+    local w = data('float32', { 50, 4 })
+    local idx = rand_index({ 70000 }, 50)
+    agree(on(w):index_select(1, on(idx)), w:index_select(1, idx), 'rows beyond 65535')
+    local si = rand_index({ 60 }, 50)
+    agree(on(w):index_select(1, on(si)[{ { 1, -1, 3 } }]), w:index_select(1, si[{ { 1, -1, 3 } }]),
+      'strided index')
+  end)
+
   it('int64 scatter_add and index_add in parallel: carries between the 32-bit halves', function()
     local big = { 4294967295, -4294967297, 2147483647, -1, 1, 8589934593, -3, 4294967296 }
     local t = H.map(function(v) return big[1 + math.floor(v * 8)] end, H.rand_table({ 20000 }, 0, 1))

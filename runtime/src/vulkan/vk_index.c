@@ -23,6 +23,8 @@ int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tens
 /* vk_index_last.c: the parallel last-one-wins path without accumulation (1: not taken). */
 int em_vk_index_last(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                      int put);
+/* vk_index_rows.c: index_select of whole contiguous rows (1: not taken). */
+int em_vk_index_rows(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
 
 enum { IDX_DIMS = 5 };
 
@@ -175,6 +177,8 @@ static void copy_strides(int64_t *dst, const em_tensor *t) {
 }
 
 int em_vk_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index) {
+  int rc = em_vk_index_rows(out, x, dim, index);
+  if (rc <= 0) return rc;
   index_args g = {.fn = "index_select", .a = out, .b = x, .index = index, .sizes = out->sizes,
                   .dim = dim, .indexed = 1, .xstep = x->strides[dim], .m = out->sizes[dim],
                   .gather = true};
