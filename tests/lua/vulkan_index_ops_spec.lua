@@ -234,6 +234,27 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(x2):index_add(1, on(idx), on(s2)), x2:index_add(1, idx, s2), 'index_add 2-D')
   end)
 
+  it('float64 scatter_add and index_add in parallel, in the CPU order (bit for bit)', function()
+    if not has_f64 then return pending('no float64 on ' .. V) end
+    local src = data('float64', { 30000 }, -1e3, 1e3)
+    local idx = rand_index({ 30000 }, 41)
+    local x = data('float64', { 41 }, -1, 1)
+    local exact = { 0, 0 }
+    agree(on(x):index_add(1, on(idx), on(src), 0.1), x:index_add(1, idx, src, 0.1), 'index_add', exact)
+    agree(on(x):scatter_add(1, on(idx), on(src)), x:scatter_add(1, idx, src), 'scatter_add', exact)
+    -- 2-D: index_add along dim 1 of a transposed target; scatter_add along dim 2
+    local x2 = data('float64', { 6, 41 }):t()
+    local s2 = data('float64', { 3000, 6 })
+    local i2 = rand_index({ 3000 }, 41)
+    agree(on(x2:t():contiguous()):t():index_add(1, on(i2), on(s2)), x2:index_add(1, i2, s2),
+      'index_add transposed', exact)
+    local y = data('float64', { 4, 50 })
+    local si = rand_index({ 4, 900 }, 50)
+    local ss = data('float64', { 4, 900 })
+    agree(on(y):scatter_add(2, on(si), on(ss)), y:scatter_add(2, si, ss), 'scatter_add dim 2',
+      exact)
+  end)
+
   it('nonzero over many blocks: dtypes, layouts, sparse and dense', function()
     for _, dtype in ipairs({ 'float32', 'int8', 'float16', 'int64', 'bool' }) do
       local x = sort_data(dtype, { 70, 130 }, -1, 2) -- NaN, -0.0 among the floats

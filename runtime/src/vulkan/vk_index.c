@@ -23,6 +23,9 @@ int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tens
 /* vk_index_last.c: the parallel last-one-wins path without accumulation (1: not taken). */
 int em_vk_index_last(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                      int put);
+/* vk_index_seg.c: float64 accumulation in parallel, in the CPU's order (1: not taken). */
+int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                    double alpha, int put);
 /* vk_index_rows.c: index_select of whole contiguous rows (1: not taken). */
 int em_vk_index_rows(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
 
@@ -200,16 +203,18 @@ int em_vk_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *i
   return index_launch(&g);
 }
 
-/* Line by line without accumulation (the last repeat wins; vk_index_last.c takes most of
- * those first) and for float64 accumulation (int64 adds with two 32-bit atomics). */
+/* Line by line without accumulation (the last repeat wins) and for float64 accumulation (int64
+ * adds with two 32-bit atomics): the fallbacks when vk_index_last.c / vk_index_seg.c, which
+ * do those in parallel, decline. */
 static bool scatter_seq(const em_tensor *x, int accumulate) {
   return !accumulate || x->dtype_id == EM_FLOAT64;
 }
 
 int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                   int accumulate) {
-  if (!accumulate) {
-    int rc = em_vk_index_last(x, dim, index, src, 0);
+  if (!accumulate || x->dtype_id == EM_FLOAT64) {
+    int rc = accumulate ? em_vk_index_seg(x, dim, index, src, 1.0, 0)
+                        : em_vk_index_last(x, dim, index, src, 0);
     if (rc <= 0) return rc;
   }
   index_args g = {.fn = accumulate ? "scatter_add" : "scatter", .a = x, .b = src,
@@ -225,8 +230,9 @@ int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor
 
 int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int accumulate) {
-  if (!accumulate) {
-    int rc = em_vk_index_last(x, dim, index, src, 1);
+  if (!accumulate || x->dtype_id == EM_FLOAT64) {
+    int rc = accumulate ? em_vk_index_seg(x, dim, index, src, alpha, 1)
+                        : em_vk_index_last(x, dim, index, src, 1);
     if (rc <= 0) return rc;
   }
   index_args g = {.fn = accumulate ? "index_add" : "index_copy", .a = x, .b = src,

@@ -1,0 +1,102 @@
+/*
+ * vk_index_seg.c: float64 scatter_add and index_add in parallel (kernels/index_seg.comp). The
+ * device has no 64-bit atomics to accumulate with, and vk_index.c's fallback walks each line
+ * in one invocation, which serializes a 1-D index_add. Here the index is sorted along dim
+ * first (em_vk_sort, stable), so each target's contributions form a run; one invocation per
+ * run adds them in source order, exactly as the CPU does.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk.h"
+
+/* 0 done, -1 error, 1 not taken (layout limits): the caller walks lines. */
+int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                    double alpha, int put);
+int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+               int descending);
+
+enum { SEG_DIMS = 5 };
+
+typedef struct seg_push {
+  uint32_t lines, m, ndim;
+  int32_t xstep;
+  uint32_t alpha[2];
+  uint32_t size[SEG_DIMS];
+  int32_t st[3 * SEG_DIMS];
+  uint32_t base[3];
+  int32_t jst[2];
+} seg_push;
+_Static_assert(sizeof(seg_push) <= VK_MAX_PUSH, "index_seg push constants exceed 128 bytes");
+
+int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                    double alpha, int put) {
+  vk_device *D = em_vk_device(x->device_id);
+  if (!(D->features & EM_FEATURE_FLOAT64)) return 1; /* the caller raises not implemented */
+  int64_t m = src->sizes[dim], lines = 1;
+  /* the sorted pair: index's shape, fresh and contiguous */
+  em_tensor *sv = em_empty(index->ndim, index->sizes, EM_INT64, x->device_id);
+  em_tensor *sp = sv ? em_empty(index->ndim, index->sizes, EM_INT64, x->device_id) : NULL;
+  const em_tensor *sorted = sv; /* its strides stand for both */
+  int64_t st[3][EM_MAX_DIMS], size[EM_MAX_DIMS];
+  int nd = 0, rc = -1;
+  if (sp == NULL) goto done;
+  for (int d = src->ndim - 1; d >= 0; d--) { /* line dimensions, innermost first, merged */
+    if (d == dim || src->sizes[d] == 1) continue;
+    int64_t s[3] = {x->strides[d], src->strides[d], put ? 0 : sorted->strides[d]};
+    lines *= src->sizes[d];
+    if (nd > 0 && s[0] == st[0][nd - 1] * size[nd - 1] && s[1] == st[1][nd - 1] * size[nd - 1] &&
+        s[2] == st[2][nd - 1] * size[nd - 1]) {
+      size[nd - 1] *= src->sizes[d];
+      continue;
+    }
+    size[nd] = src->sizes[d];
+    for (int o = 0; o < 3; o++) st[o][nd] = s[o];
+    nd++;
+  }
+  if (lines == 0 || m == 0) {
+    rc = 0;
+    goto done;
+  }
+  int64_t jst[3] = {x->strides[dim], src->strides[dim], put ? 1 : sorted->strides[dim]};
+  int64_t along[3] = {x->sizes[dim], m, m};
+  const em_tensor *ops[3] = {x, src, sorted};
+  rc = 1;
+  if (nd > SEG_DIMS || lines * m > UINT32_MAX) goto done;
+  for (int o = 0; o < 3; o++) { /* element indices within 31 bits (int64 words: 30) */
+    int64_t lo = ops[o]->offset, hi = lo, span = jst[o] * (along[o] - 1);
+    for (int d = 0; d < nd; d++) {
+      int64_t s = st[o][d] * (size[d] - 1);
+      if (s > 0) hi += s;
+      else lo += s;
+    }
+    if (span > 0) hi += span;
+    else lo += span;
+    if (lo < 0 || hi >= INT32_MAX / 2) goto done;
+  }
+  rc = em_vk_sort(sv, sp, index, put ? 0 : dim, 0);
+  if (rc != 0) goto done;
+  seg_push p = {.lines = (uint32_t)lines, .m = (uint32_t)m, .ndim = (uint32_t)nd,
+                .xstep = (int32_t)jst[0], .jst = {(int32_t)jst[1], (int32_t)jst[2]}};
+  uint64_t bits;
+  memcpy(&bits, &alpha, sizeof bits);
+  p.alpha[0] = (uint32_t)bits;
+  p.alpha[1] = (uint32_t)(bits >> 32);
+  for (int d = 0; d < nd; d++) {
+    p.size[d] = (uint32_t)size[d];
+    for (int o = 0; o < 3; o++) p.st[SEG_DIMS * o + d] = (int32_t)st[o][d];
+  }
+  for (int o = 0; o < 3; o++) p.base[o] = (uint32_t)ops[o]->offset;
+  uint64_t groups = ((uint64_t)lines * (uint64_t)m + 255) / 256;
+  uint64_t max = D->props.limits.maxComputeWorkGroupCount[0];
+  if (max > 65535) max = 65535;
+  vk_launch L = {.module = "index_seg", .push = &p, .push_size = sizeof p,
+                 .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {x, src, sv, sp}, .writes = 1u,
+                 .groups = {(uint32_t)(groups < max ? groups : max), 1, 1}};
+  rc = em_vk_launch_locked(&L);
+done:
+  if (rc < 0) em_error_prefix(put ? "index_add" : "scatter_add");
+  em_release(sv);
+  em_release(sp);
+  return rc;
+}
