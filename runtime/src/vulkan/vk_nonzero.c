@@ -43,7 +43,8 @@ int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x) {
     return -1;
   }
   uint64_t max = D->props.limits.maxComputeWorkGroupCount[0];
-  uint32_t groups = (uint32_t)((uint64_t)blocks < max && blocks < 65535 ? blocks : 65535);
+  if (max > 65535) max = 65535; /* the kernels loop over the blocks beyond the grid */
+  uint32_t groups = (uint32_t)((uint64_t)blocks < max ? (uint64_t)blocks : max);
   uint32_t dt = (uint32_t)x->dtype_id;
   vk_launch C = {.module = "nonzero_blocks_COUNT", .push = &p, .push_size = sizeof p,
                  .spec = {dt, ~0u, ~0u, ~0u}, .ops = {cnt, x}, .writes = 1u,
