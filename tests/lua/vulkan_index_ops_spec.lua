@@ -287,6 +287,14 @@ describe('vulkan indexing ops (' .. V .. ')', function()
       { 'index_add', function(p, d)
         return ember.zeros(40, 24):to(d):index_add(1, rows:to(d), p[rows:to(d)], 0.5)
       end },
+      { 'index_copy (x and src)', function(p, d)
+        return (p * 2):index_copy(1, rows:narrow(1, 1, 12):to(d), p:narrow(1, 3, 12))
+      end },
+      { 'index_fill', function(p, d) return p:index_fill(2, gidx[1]:to(d), -1) end },
+      { 'scatter (x and src)', function(p, d)
+        return (p * 3):scatter(2, gidx:to(d), p:narrow(2, 2, 5))
+      end },
+      { 'x:index (Torch7 name)', function(p, d) return p:index(1, rows:to(d)) end },
       { 'topk', function(p, d) return (p:topk(3, 2)) end },
       { 'sort', function(p, d) return (p:sort(1, true)) end },
     }
