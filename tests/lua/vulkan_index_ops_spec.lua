@@ -234,25 +234,35 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(x2):index_add(1, on(idx), on(s2)), x2:index_add(1, idx, s2), 'index_add 2-D')
   end)
 
-  it('float64 scatter_add and index_add in parallel, in the CPU order (bit for bit)', function()
-    if not has_f64 then return pending('no float64 on ' .. V) end
-    local src = data('float64', { 30000 }, -1e3, 1e3)
-    local idx = rand_index({ 30000 }, 41)
-    local x = data('float64', { 41 }, -1, 1)
+  it('float32/64 scatter_add and index_add: deterministic, bit for bit the CPU', function()
     local exact = { 0, 0 }
-    agree(on(x):index_add(1, on(idx), on(src), 0.1), x:index_add(1, idx, src, 0.1), 'index_add', exact)
-    agree(on(x):scatter_add(1, on(idx), on(src)), x:scatter_add(1, idx, src), 'scatter_add', exact)
-    -- 2-D: index_add along dim 1 of a transposed target; scatter_add along dim 2
-    local x2 = data('float64', { 6, 41 }):t()
-    local s2 = data('float64', { 3000, 6 })
-    local i2 = rand_index({ 3000 }, 41)
-    agree(on(x2:t():contiguous()):t():index_add(1, on(i2), on(s2)), x2:index_add(1, i2, s2),
-      'index_add transposed', exact)
-    local y = data('float64', { 4, 50 })
-    local si = rand_index({ 4, 900 }, 50)
-    local ss = data('float64', { 4, 900 })
-    agree(on(y):scatter_add(2, on(si), on(ss)), y:scatter_add(2, si, ss), 'scatter_add dim 2',
-      exact)
+    for _, dt in ipairs({ 'float32', 'float64' }) do
+      if dt == 'float32' or has_f64 then
+        local src = data(dt, { 30000 }, -1e3, 1e3)
+        local idx = rand_index({ 30000 }, 41)
+        local x = data(dt, { 41 }, -1, 1)
+        agree(on(x):index_add(1, on(idx), on(src), 0.1), x:index_add(1, idx, src, 0.1),
+          dt .. ' index_add', exact)
+        agree(on(x):scatter_add(1, on(idx), on(src)), x:scatter_add(1, idx, src),
+          dt .. ' scatter_add', exact)
+        -- 2-D: index_add along dim 1 of a transposed target; scatter_add along dim 2
+        local x2 = data(dt, { 6, 41 }):t()
+        local s2 = data(dt, { 3000, 6 })
+        local i2 = rand_index({ 3000 }, 41)
+        agree(on(x2:t():contiguous()):t():index_add(1, on(i2), on(s2)), x2:index_add(1, i2, s2),
+          dt .. ' index_add transposed', exact)
+        local y = data(dt, { 4, 50 })
+        local si = rand_index({ 4, 900 }, 50)
+        local ss = data(dt, { 4, 900 })
+        agree(on(y):scatter_add(2, on(si), on(ss)), y:scatter_add(2, si, ss),
+          dt .. ' scatter_add dim 2', exact)
+        -- an embedding's gradient: rows of a [V, D] table, lines fastest
+        local g = data(dt, { 2000, 64 })
+        local ti = rand_index({ 2000 }, 30)
+        local w = ember.zeros(30, 64, { dtype = dt })
+        agree(on(w):index_add(1, on(ti), on(g)), w:index_add(1, ti, g), dt .. ' rows', exact)
+      end
+    end
   end)
 
   it('nonzero over many blocks: dtypes, layouts, sparse and dense', function()

@@ -1,9 +1,10 @@
 /*
- * vk_index_seg.c: float64 scatter_add and index_add in parallel (kernels/index_seg.comp). The
- * device has no 64-bit atomics to accumulate with, and vk_index.c's fallback walks each line
- * in one invocation, which serializes a 1-D index_add. Here the index is sorted along dim
+ * vk_index_seg.c: float32 and float64 scatter_add and index_add in parallel, deterministic
+ * and bit for bit the CPU's result (kernels/index_seg.comp). The index is sorted along dim
  * first (em_vk_sort, stable), so each target's contributions form a run; one invocation per
- * run adds them in source order, exactly as the CPU does.
+ * run adds them in source order, as the CPU does. (float64 has no 64-bit atomics to use, and
+ * vk_index.c's fallback for it walks each line in one invocation, serializing a 1-D
+ * index_add; float32's fallback is compare-and-swap atomics, in a racy order.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,10 @@ _Static_assert(sizeof(seg_push) <= VK_MAX_PUSH, "index_seg push constants exceed
 int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int put) {
   vk_device *D = em_vk_device(x->device_id);
-  if (!(D->features & EM_FEATURE_FLOAT64)) return 1; /* the caller raises not implemented */
+  bool f64 = x->dtype_id == EM_FLOAT64;
+  if (f64 && !(D->features & EM_FEATURE_FLOAT64)) return 1; /* the caller raises the error */
+  /* the sort's scratch must fit one binding (vk_sort_long.c); beyond, the caller's fallback */
+  if ((uint64_t)em_numel(index) * 16 > D->max_range) return 1;
   int64_t m = src->sizes[dim], lines = 1;
   /* the sorted pair: index's shape, fresh and contiguous */
   em_tensor *sv = em_empty(index->ndim, index->sizes, EM_INT64, x->device_id);
@@ -79,7 +83,14 @@ int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tens
   seg_push p = {.lines = (uint32_t)lines, .m = (uint32_t)m, .ndim = (uint32_t)nd,
                 .xstep = (int32_t)jst[0], .jst = {(int32_t)jst[1], (int32_t)jst[2]}};
   uint64_t bits;
-  memcpy(&bits, &alpha, sizeof bits);
+  if (f64) {
+    memcpy(&bits, &alpha, sizeof bits);
+  } else {
+    float a32 = (float)alpha; /* the CPU's float32 kernel multiplies by (float)alpha too */
+    uint32_t u;
+    memcpy(&u, &a32, sizeof u);
+    bits = u;
+  }
   p.alpha[0] = (uint32_t)bits;
   p.alpha[1] = (uint32_t)(bits >> 32);
   for (int d = 0; d < nd; d++) {
@@ -90,8 +101,10 @@ int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tens
   uint64_t groups = ((uint64_t)lines * (uint64_t)m + 255) / 256;
   uint64_t max = D->props.limits.maxComputeWorkGroupCount[0];
   if (max > 65535) max = 65535;
-  vk_launch L = {.module = "index_seg", .push = &p, .push_size = sizeof p,
-                 .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {x, src, sv, sp}, .writes = 1u,
+  /* lines fastest when src is contiguous along the innermost one (coalesced loads) */
+  uint32_t lfast = nd > 0 && st[1][0] == 1 ? 1u : 0u;
+  vk_launch L = {.module = f64 ? "index_seg_F64" : "index_seg_F32", .push = &p,
+                 .push_size = sizeof p, .spec = {lfast, ~0u, ~0u, ~0u}, .ops = {x, src, sv, sp}, .writes = 1u,
                  .groups = {(uint32_t)(groups < max ? groups : max), 1, 1}};
   rc = em_vk_launch_locked(&L);
 done:
