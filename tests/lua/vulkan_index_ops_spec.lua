@@ -234,9 +234,9 @@ describe('vulkan indexing ops (' .. V .. ')', function()
     agree(on(x2):index_add(1, on(idx), on(s2)), x2:index_add(1, idx, s2), 'index_add 2-D')
   end)
 
-  it('float32/64 scatter_add and index_add: deterministic, bit for bit the CPU', function()
+  it('float scatter_add and index_add: deterministic, bit for bit the CPU', function()
     local exact = { 0, 0 }
-    for _, dt in ipairs({ 'float32', 'float64' }) do
+    for _, dt in ipairs({ 'float32', 'float64', 'float16', 'bfloat16' }) do
       if dt == 'float32' or has_f64 then
         local src = data(dt, { 30000 }, -1e3, 1e3)
         local idx = rand_index({ 30000 }, 41)

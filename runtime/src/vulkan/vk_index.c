@@ -23,7 +23,7 @@ int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tens
 /* vk_index_last.c: the parallel last-one-wins path without accumulation (1: not taken). */
 int em_vk_index_last(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                      int put);
-/* vk_index_seg.c: float32/64 accumulation in parallel, in the CPU's order (1: not taken). */
+/* vk_index_seg.c: float accumulation in parallel, in the CPU's order (1: not taken). */
 int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int put);
 /* vk_index_rows.c: index_select of whole contiguous rows (1: not taken). */
@@ -212,7 +212,7 @@ static bool scatter_seq(const em_tensor *x, int accumulate) {
 
 int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                   int accumulate) {
-  if (!accumulate || x->dtype_id == EM_FLOAT64 || x->dtype_id == EM_FLOAT32) {
+  if (!accumulate || em_dtypes[x->dtype_id].is_float) {
     int rc = accumulate ? em_vk_index_seg(x, dim, index, src, 1.0, 0)
                         : em_vk_index_last(x, dim, index, src, 0);
     if (rc <= 0) return rc;
@@ -230,7 +230,7 @@ int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor
 
 int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                     double alpha, int accumulate) {
-  if (!accumulate || x->dtype_id == EM_FLOAT64 || x->dtype_id == EM_FLOAT32) {
+  if (!accumulate || em_dtypes[x->dtype_id].is_float) {
     int rc = accumulate ? em_vk_index_seg(x, dim, index, src, alpha, 1)
                         : em_vk_index_last(x, dim, index, src, 1);
     if (rc <= 0) return rc;

@@ -1,10 +1,11 @@
 /*
- * vk_index_seg.c: float32 and float64 scatter_add and index_add in parallel, deterministic
- * and bit for bit the CPU's result (kernels/index_seg.comp). The index is sorted along dim
+ * vk_index_seg.c: scatter_add and index_add of float dtypes (float16, bfloat16, float32,
+ * float64) in parallel, deterministic and bit for bit the CPU's result
+ * (kernels/index_seg.comp). The index is sorted along dim
  * first (em_vk_sort, stable), so each target's contributions form a run; one invocation per
  * run adds them in source order, as the CPU does. (float64 has no 64-bit atomics to use, and
  * vk_index.c's fallback for it walks each line in one invocation, serializing a 1-D
- * index_add; float32's fallback is compare-and-swap atomics, in a racy order.)
+ * index_add; the others' fallback is compare-and-swap atomics, in a racy order.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +104,10 @@ int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tens
   if (max > 65535) max = 65535;
   /* lines fastest when src is contiguous along the innermost one (coalesced loads) */
   uint32_t lfast = nd > 0 && st[1][0] == 1 ? 1u : 0u;
-  vk_launch L = {.module = f64 ? "index_seg_F64" : "index_seg_F32", .push = &p,
-                 .push_size = sizeof p, .spec = {lfast, ~0u, ~0u, ~0u}, .ops = {x, src, sv, sp}, .writes = 1u,
+  bool h16 = x->dtype_id == EM_FLOAT16 || x->dtype_id == EM_BFLOAT16;
+  vk_launch L = {.module = f64 ? "index_seg_F64" : h16 ? "index_seg_H16" : "index_seg_F32",
+                 .push = &p, .push_size = sizeof p,
+                 .spec = {lfast, h16 ? (x->dtype_id == EM_BFLOAT16 ? 1u : 0u) : ~0u, ~0u, ~0u}, .ops = {x, src, sv, sp}, .writes = 1u,
                  .groups = {(uint32_t)(groups < max ? groups : max), 1, 1}};
   rc = em_vk_launch_locked(&L);
 done:
