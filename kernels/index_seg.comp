@@ -7,8 +7,9 @@
 // repeated rows (an embedding's gradient). H16 is float16 (BF == 0) and bfloat16 (BF == 1),
 // computed in float32 and rounded back after every add, as the CPU does; their packed words
 // are stored with atomic and/or, since a word's other half may be another run's target.
-// The host sorts the index along dim (stably: values sv and original positions sp), so every run of equal values in a line is one target element's list of
-// contributions, in source order. One invocation per (line, sorted position) does the work
+// The host sorts the index along dim (stably: values sv and original positions sp), so every
+// run of equal values in a line is one target element's list of contributions, in source
+// order. One invocation per (line, sorted position) does the work
 // where a run starts: it adds alpha * src over the run into the target one after another,
 // the same sequence of roundings as runtime/src/cpu/index.c's walk; the others return.
 // index_add's index is the same for every line (sv, sp 1-D: line strides 0).

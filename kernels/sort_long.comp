@@ -114,6 +114,7 @@ float half_to_float(uint h) {
 }
 
 // Order-preserving keys (as kernels/sort.comp).
+const uint64_t SIGN64 = 0x8000000000000000UL;
 uint64_t f32_key(uint u) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0xffffffffffffffffUL;  // NaN: the largest
   if (u == 0x80000000u) u = 0u;                                          // -0.0 == 0.0
@@ -134,8 +135,8 @@ uint64_t key_of(uvec2 b) {
     }
   } else if (DT == F_I64) k = packUint2x32(b) ^ 0x8000000000000000UL;
   else if (DT == F_I32) k = uint64_t(int64_t(int(b.x))) ^ 0x8000000000000000UL;
-  else if (DT == F_I16) k = uint64_t(int64_t(bitfieldExtract(int(b.x), 0, 16))) ^ 0x8000000000000000UL;
-  else if (DT == F_I8) k = uint64_t(int64_t(bitfieldExtract(int(b.x), 0, 8))) ^ 0x8000000000000000UL;
+  else if (DT == F_I16) k = uint64_t(int64_t(bitfieldExtract(int(b.x), 0, 16))) ^ SIGN64;
+  else if (DT == F_I8) k = uint64_t(int64_t(bitfieldExtract(int(b.x), 0, 8))) ^ SIGN64;
   else k = uint64_t(b.x);  // uint8, bool
   return DESC != 0u ? ~k : k;
 }
