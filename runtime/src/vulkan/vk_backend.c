@@ -21,6 +21,15 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
                double beta);
 
 /* -- indexing and sorting (vk_index.c) -- */
+int em_vk_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_vk_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                  int accumulate);
+int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                    double alpha, int accumulate);
+int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
+               int descending);
+int em_vk_nonzero(em_tensor *out, const em_tensor *x);
 
 /* -- convolution and pooling (vk_conv.c) -- */
 int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -91,6 +100,12 @@ const em_backend em_vulkan_backend = {
   .gemm = em_vk_gemm,
 
   /* -- indexing and sorting -- */
+  .index_select = em_vk_index_select,
+  .gather = em_vk_gather,
+  .scatter = em_vk_scatter,
+  .index_put = em_vk_index_put,
+  .sort = em_vk_sort,
+  .nonzero = em_vk_nonzero,
 
   /* -- convolution and pooling -- */
   .conv2d = em_vk_conv2d,
