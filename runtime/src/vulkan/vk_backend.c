@@ -28,6 +28,8 @@ int em_vk_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const struct e
 /* -- normalization and losses (vk_norm.c) -- */
 
 /* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
+int em_vk_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
+                 double b);
 
 
 /* The table's synchronize takes no device: it waits for every started device. */
@@ -69,5 +71,6 @@ const em_backend em_vulkan_backend = {
   /* -- normalization and losses -- */
 
   /* -- random numbers and optimizer steps -- */
+  .random = em_vk_random,
 
 };
