@@ -30,6 +30,10 @@ int em_vk_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const struct e
 /* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
 int em_vk_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
                  double b);
+int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
+                   const em_sgd_options *o);
+int em_vk_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
+                    em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
 
 
 /* The table's synchronize takes no device: it waits for every started device. */
@@ -72,5 +76,7 @@ const em_backend em_vulkan_backend = {
 
   /* -- random numbers and optimizer steps -- */
   .random = em_vk_random,
+  .sgd_step = em_vk_sgd_step,
+  .adam_step = em_vk_adam_step,
 
 };
