@@ -224,8 +224,11 @@ void block_bits(uint blk, out uvec2 v[4]) {
     // float Box-Muller (float64 outputs need variant D)
     float mean = p.fa, sd = p.fr;
     for (int k = 0; k < 4; k += 2) {
+      // log(u1) near u1 = 1 as log1p(-(1 - u1)), 1 - u1 = ~x 2^-32 taken from the integer, so
+      // the rounding of x to float's 24 bits does not swamp the small logarithm
       float u1 = (float(x[k]) + 1.0) * 2.3283064365386963e-10, u2 = float(x[k + 1]) * 2.3283064365386963e-10;
-      float rad = sqrt(-2.0 * log_f(u1)), t = 6.283185307179586 * u2;
+      float lg = u1 > 0.5 ? log1p_f(-float(~x[k]) * 2.3283064365386963e-10) : log_f(u1);
+      float rad = sqrt(-2.0 * lg), t = 6.283185307179586 * u2;
       v[k] = float_bits(mean + sd * rad * cos(t));
       v[k + 1] = float_bits(mean + sd * rad * sin(t));
     }

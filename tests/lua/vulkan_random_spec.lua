@@ -182,6 +182,27 @@ describe('vulkan random (' .. V .. ')', function()
     end
   end)
 
+  it("the float path of devices without float64 (forced): exact but normal's few ulp", function()
+    pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+    ffi.C.setenv('EMBER_VK_RANDOM_FLOAT', '1', 1)
+    local ok, err = pcall(function()
+      local tol = { float32 = { 1e-4, 5e-6 }, float16 = NORMAL_TOL.float16, bfloat16 = NORMAL_TOL.bfloat16 }
+      for _, dt in ipairs({ 'float32', 'float16', 'bfloat16' }) do
+        same_draw('float path rand ' .. dt, function(d) return ember.rand(5003, { dtype = dt, device = d }) end, EXACT)
+        same_draw('float path randn ' .. dt, function(d) return ember.randn(5003, { dtype = dt, device = d }) end, tol[dt])
+        same_draw('float path uniform_ ' .. dt, function(d)
+          return ember.zeros(999, { dtype = dt, device = d }):uniform_(-3, 7.5)
+        end, { 1e-6, 1e-6 }) -- a + (b - a) u rounded in float, not in double
+      end
+      same_draw('float path bernoulli_', function(d) return ember.zeros(999, { dtype = 'uint8', device = d }):bernoulli_(0.7) end, EXACT)
+      same_draw('float path randint', function(d) return ember.randint(-9, 9, { 999 }, { dtype = 'int16', device = d }) end, EXACT)
+      H.assert_error(function() ember.rand(3, { dtype = 'float64', device = V }) end,
+        'random: not implemented on ' .. V .. ' for float64 uniform or normal values')
+    end)
+    ffi.C.unsetenv('EMBER_VK_RANDOM_FLOAT')
+    assert(ok, err)
+  end)
+
   it('refuses what the CPU refuses', function()
     H.assert_error(function() ember.rand(3, { dtype = 'int32', device = V }) end,
       'rand: expected a floating point dtype')
