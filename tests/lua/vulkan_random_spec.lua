@@ -309,7 +309,7 @@ describe('vulkan optimizer steps (' .. V .. ')', function()
   end)
 
   it('steps non-contiguous parameters and state, and large tensors', function()
-    for _, shape in ipairs({ { 65, 33 }, { 300, 1001 } }) do
+    for _, shape in ipairs({ { 65, 33 }, { 100, 1001 } }) do
       local rows, cols = shape[1], shape[2]
       local base = data('float32', { cols, rows })
       local p = { base:t(), on(base):t() }                         -- a transposed parameter
@@ -364,6 +364,8 @@ local function run_optimizer(what, make, fused, tol)
 end
 
 describe('vulkan ember.optim (' .. V .. ')', function()
+  -- leave the device's memory as found, for the specs that count it
+  teardown(function() ember.memory.collect() end)
   it('SGD, Adam, AdamW, RMSprop, Adagrad, fused and composed', function()
     local cases = {
       { 'SGD', function(ps) return optim.SGD(ps, { lr = 0.1 }) end },
