@@ -30,6 +30,9 @@
 
 layout(local_size_x = 256) in;
 layout(std430, set = 0, binding = 0) buffer Out { uint w[]; } o;
+// The same buffer as 128-bit words: a block's 16 bytes (4 values of 4 bytes, 2 of 8) are one store when
+// it is aligned (coalesced 16-byte stores on a GPU).
+layout(std430, set = 0, binding = 0) buffer Out4 { uvec4 w[]; } o4;
 
 layout(constant_id = 0) const uint KIND = 0u;
 layout(constant_id = 1) const uint DT = 0u;
@@ -255,7 +258,11 @@ void main() {
     uvec2 v[4];
     block_bits(blk, v);
     uint i0 = blk * per, count = min(per, p.n - i0);
-    if (size == 4u) {
+    uint first_word = (p.base + i0) * (size / 4u);  // for 4- and 8-byte elements
+    if (size * per == 16u && count == per && (first_word & 3u) == 0u) {
+      o4.w[first_word >> 2] = size == 4u ? uvec4(v[0].x, v[1].x, v[2].x, v[3].x)
+                                         : uvec4(v[0].x, v[0].y, v[1].x, v[1].y);
+    } else if (size == 4u) {
       for (uint k = 0u; k < count; k++) o.w[p.base + i0 + k] = v[k].x;
     } else if (size == 8u) {
       for (uint k = 0u; k < count; k++) {
