@@ -70,4 +70,9 @@ static inline uint64_t em_random_blocks(em_random_kind kind, em_dtype dtype, int
   return ((uint64_t)n * (uint64_t)em_random_words(kind, dtype) + 3) / 4;
 }
 
+/* Uniform values in [a, b) are capped at this: the largest value of the floating dtype below b
+ * (a itself when [a, b) holds no other value of the dtype), so rounding never produces b. Shared
+ * by the CPU and Vulkan kernels so both cap at the same value. */
+double em_random_uniform_cap(em_dtype d, double a, double b);
+
 #endif

@@ -35,41 +35,6 @@ typedef struct fill_job {
   char *data;
 } fill_job;
 
-/* ---- bounds -------------------------------------------------------------------------------- */
-
-/* 16-bit floats are sign-magnitude: one step toward -inf or +inf in their bit patterns. */
-static uint16_t f16_step_down(uint16_t h) {
-  if (h == 0x0000) return 0x8001;
-  return (h & 0x8000) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
-}
-static uint16_t f16_step_up(uint16_t h) {
-  if (h == 0x8000) return 0x0001;
-  return (h & 0x8000) ? (uint16_t)(h - 1) : (uint16_t)(h + 1);
-}
-static double f16_value(uint16_t h, bool bf16) {
-  return bf16 ? em_bf16_to_float(h) : em_half_to_float(h);
-}
-
-/* The largest value of a floating dtype strictly below b (b finite and in range). */
-static double largest_below(em_dtype d, double b) {
-  switch (d) {
-  case EM_FLOAT64: return nextafter(b, -INFINITY);
-  case EM_FLOAT32: {
-    float f = (float)b;
-    if ((double)f >= b) f = nextafterf(f, -INFINITY);
-    return f;
-  }
-  default: {
-    bool bf16 = d == EM_BFLOAT16;
-    uint16_t h = bf16 ? em_float_to_bf16((float)b) : em_float_to_half((float)b);
-    /* Rounding b twice (to float, then to 16 bits) can miss by a step either way: walk. */
-    while (f16_value(h, bf16) >= b) h = f16_step_down(h);
-    while (f16_value(f16_step_up(h), bf16) < b) h = f16_step_up(h);
-    return f16_value(h, bf16);
-  }
-  }
-}
-
 static int mantissa_digits(em_dtype d) {
   switch (d) {
   case EM_FLOAT64: return 53;
@@ -183,8 +148,7 @@ int em_cpu_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t o
   if (kind == EM_RANDOM_UNIFORM) {
     if (!em_dtypes[j.dtype].is_float) return em_error("random: uniform needs a floating dtype");
     j.digits = mantissa_digits(j.dtype);
-    j.cap = largest_below(j.dtype, b);
-    if (j.cap < a) j.cap = a; /* [a, b) holds no value of the dtype but a itself */
+    j.cap = em_random_uniform_cap(j.dtype, a, b);
   }
   int64_t chunks = (j.nblocks + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS;
   int threads = em_threads_for(j.n);

@@ -65,6 +65,12 @@ int em_vk_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *g
                               const em_tensor *weight, const struct em_class_loss *L);
 
 /* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
+int em_vk_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
+                 double b);
+int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
+                   const em_sgd_options *o);
+int em_vk_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
+                    em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
 
 
 /* The table's synchronize takes no device: it waits for every started device. */
@@ -126,5 +132,8 @@ const em_backend em_vulkan_backend = {
   .class_loss_backward = em_vk_class_loss_backward,
 
   /* -- random numbers and optimizer steps -- */
+  .random = em_vk_random,
+  .sgd_step = em_vk_sgd_step,
+  .adam_step = em_vk_adam_step,
 
 };
