@@ -28,6 +28,7 @@ layout(push_constant) uniform Params {
   int sa, sr, sk;
   int oa, orr, ok;
   uint xbase, obase, gx;
+  uint chunk, cbase;  // scan.comp's (the host fills one layout)
 } pc;
 
 #if !defined(VARIANT_F64)

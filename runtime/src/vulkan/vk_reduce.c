@@ -185,6 +185,34 @@ static int run_job(const vk_lines *L, const red_job *J) {
   return rc;
 }
 
+int vk_red_chunk_totals(const vk_lines *L, const char *fn, int is_prod, int64_t chunk,
+                        uint32_t chunks, em_tensor *part) {
+  const char *variant = vk_scan_variant(L->D, fn, (em_dtype)L->x->dtype_id);
+  vk_lanes P;
+  if (variant == NULL ||
+      vk_lanes_pick(&P, L->D, fn, L->A * L->K, L->R, L->sr, L->K, L->sk, 256) != 0)
+    return -1;
+  red_push pc = {0};
+  pc.A = (uint32_t)L->A;
+  pc.R = (uint32_t)L->R;
+  pc.K = (uint32_t)L->K;
+  pc.sa = (int32_t)L->sa;
+  pc.sr = (int32_t)L->sr;
+  pc.sk = (int32_t)L->sk;
+  pc.xbase = (uint32_t)L->x->offset;
+  pc.chunk = (uint32_t)chunk;
+  pc.oa = (int32_t)L->K;
+  pc.ok = 1;
+  pc.osplit = (uint32_t)(L->A * L->K);
+  pc.obase = (uint32_t)part->offset;
+  /* (the vec4 path is the F32 variant's) */
+  bool vec4 = variant[1] == '3' && vec4_lines(L, &P, false);
+  uint32_t opc = (is_prod ? A_PROD : A_SUM) | FL_PARTIAL | (vec4 ? FL_VEC4 : 0);
+  const em_tensor *ops[5] = {part, L->x, NULL, NULL, NULL};
+  return launch(L->D, variant, opc, (uint32_t)L->x->dtype_id | (uint32_t)part->dtype_id << 4, &P,
+                chunks, &pc, ops);
+}
+
 /* A job writing into out (keepdim shape) at out's own strides. */
 static red_job job_into(const char *fn, const vk_lines *L, em_tensor *out, uint32_t fold,
                         uint32_t xform, uint32_t finish) {

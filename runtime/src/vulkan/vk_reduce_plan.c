@@ -66,6 +66,11 @@ const char *vk_red_variant(const vk_device *D, const char *fn, em_dtype d) {
   return em_dtypes[d].is_float ? "F32" : "I64";
 }
 
+const char *vk_scan_variant(const vk_device *D, const char *fn, em_dtype d) {
+  if (em_dtypes[d].is_float && (D->features & EM_FEATURE_FLOAT64)) return "F64";
+  return vk_red_variant(D, fn, d);
+}
+
 /* Tries x's own layout: true when the kept dims coalesce into at most two groups and the
  * reduced ones into one. */
 static bool plan_direct(vk_lines *L, const em_tensor *out, const em_tensor *x, uint32_t mask) {
