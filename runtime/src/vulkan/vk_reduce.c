@@ -29,7 +29,7 @@ enum { FL_IDX_IN = 0x1000, FL_PARTIAL = 0x2000, FL_VEC4 = 0x4000, FL_SHIFT0 = 0x
 typedef struct red_push {
   uint32_t A, R, K, groups;
   int32_t sa, sr, sk, oa, ok;
-  uint32_t osplit, xbase, obase, cbase, ibase, pbase, chunk, gx, pad;
+  uint32_t osplit, xbase, obase, cbase, ibase, pbase, chunk, gx, epi;
   uint32_t arg0[2], arg1[2];
 } red_push;
 _Static_assert(sizeof(red_push) == 88, "reduce.comp's push constants");
@@ -67,8 +67,10 @@ static int launch(vk_device *D, const char *variant, uint32_t opc, uint32_t fmts
   L.module = variant[0] == 'I' ? "reduce_I64" : variant[1] == '6' ? "reduce_F64" : "reduce_F32";
   L.push = pc;
   L.push_size = sizeof *pc;
-  L.spec[0] = opc;
-  L.spec[1] = fmts;
+  /* the epilogue's choices (finish, out format, partial) go in the push constants */
+  L.spec[0] = opc & ~(0xf00u | FL_PARTIAL);
+  L.spec[1] = fmts & 15u;
+  pc->epi = ((opc >> 8) & 15u) | (fmts >> 4 & 15u) << 4 | (opc & FL_PARTIAL ? 0x100u : 0);
   L.spec[2] = P->tr;
   L.spec[3] = P->col;
   for (int i = 0; i < 5; i++) L.ops[i] = ops[i];
