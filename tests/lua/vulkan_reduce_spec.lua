@@ -417,4 +417,10 @@ describe('vulkan reductions (' .. V .. ')', function()
       if missing then pending('needs scatter on vulkan: ' .. missing) end
     end)
   end)
+
+  if VK.nested and os.getenv('EMBER_VK_VALIDATION') then
+    it('ran under the validation layer without a message', function()
+      assert.are.equal(0, ember.device(V):info().validation_messages)
+    end)
+  end
 end)
