@@ -238,6 +238,20 @@ static em_tensor *centre_of(const vk_lines *L, const char *fn, uint32_t fold, ui
   return c;
 }
 
+em_tensor *vk_red_line_lse(const vk_lines *L, const char *fn) {
+  em_tensor *max = centre_of(L, fn, A_MAX, N_NONE, 0, 0);
+  if (max == NULL) return NULL;
+  em_tensor *lse = em_empty(1, (int64_t[1]){L->A * L->K}, (em_dtype)max->dtype_id,
+                            max->device_id);
+  red_job J = {fn, A_SUM, T_EXPSHIFT, N_LSE, 0, 0, 0, max, lse, NULL, L->K, 1};
+  if (lse && run_job(L, &J) != 0) {
+    em_release(lse);
+    lse = NULL;
+  }
+  em_release(max);
+  return lse;
+}
+
 static const char *reduce_name(em_reduce_op op) {
   static const char *names[EM_NUM_REDUCE] = {"sum", "mean", "prod", "amax", "amin", "all",
                                              "any", "logsumexp"};

@@ -48,6 +48,10 @@ int vk_lanes_pick(vk_lanes *P, const vk_device *D, const char *fn, int64_t nline
 int vk_red_chunk_totals(const vk_lines *L, const char *fn, int is_prod, int64_t chunk,
                         uint32_t chunks, em_tensor *part);
 
+/* Each line's logsumexp, [lines] in the accumulator dtype (float32 or float64), from the
+ * chunked reductions of reduce.comp: softmax of few long lines. */
+em_tensor *vk_red_line_lse(const vk_lines *L, const char *fn);
+
 /* Whether the device is a CPU-type driver (lavapipe): fewer, costlier workgroups. */
 bool vk_red_cpu_type(const vk_device *D);
 

@@ -5,7 +5,9 @@
  *
  * A scan of few long lines (a cumsum over a whole vocabulary) would run on a few workgroups:
  * such lines are cut into chunks; reduce.comp totals each chunk, scan.comp scans the totals
- * along each line, and the chunks are then scanned in parallel, each from its carry.
+ * along each line, and the chunks are then scanned in parallel, each from its carry. A
+ * softmax of few long lines takes each line's logsumexp from reduce.comp's chunked reductions,
+ * then writes the chunks in parallel.
  */
 #include "vk_reduce.h"
 
@@ -53,7 +55,8 @@ static int launch_lines(const char *fn, bool scan, uint32_t op, const vk_lines *
   V.push = &pc;
   V.push_size = sizeof pc;
   bool vec4 = !scan && vec4_lines(L, &P, out);
-  V.spec[0] = op | ((scan ? carries != NULL : vec4) ? 2u : 0u); /* has_carry / vec4 */
+  /* scan: has_carry in bit 1; softmax: vec4 in bit 1, has_lse in bit 2 */
+  V.spec[0] = op | ((scan ? carries != NULL : vec4) ? 2u : 0u) | (!scan && carries ? 4u : 0u);
   V.spec[1] = (uint32_t)L->x->dtype_id | (uint32_t)out->dtype_id << 4;
   V.spec[2] = P.tr;
   V.spec[3] = P.col;
@@ -70,9 +73,9 @@ static int launch_lines(const char *fn, bool scan, uint32_t op, const vk_lines *
   return rc;
 }
 
-/* How many chunks to cut each line of a scan into (1: none): enough workgroups to fill the
- * device, each scanning at least 8192 elements. */
-static uint32_t scan_chunks(const vk_lines *L, int64_t *chunk) {
+/* How many chunks to cut each line of a scan or softmax into (1: none): enough workgroups to
+ * fill the device, each at least 8192 elements. */
+static uint32_t line_chunks(const vk_lines *L, int64_t *chunk) {
   vk_lanes P;
   *chunk = L->R;
   if (vk_lanes_pick(&P, L->D, "cumsum", L->A * L->K, L->R, L->sr, L->K, L->sk, 256) != 0)
@@ -119,7 +122,7 @@ int em_vk_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim) {
   vk_lines L;
   if (vk_lines_plan(&L, fn, out, x, x->ndim > 0 ? 1u << dim : 0) != 0) return -1;
   int64_t chunk;
-  uint32_t chunks = scan_chunks(&L, &chunk);
+  uint32_t chunks = line_chunks(&L, &chunk);
   int rc = chunks > 1 ? scan_chunked(fn, is_prod, &L, out, chunk, chunks)
                       : launch_lines(fn, true, is_prod != 0, &L, out, NULL, L.R, 1);
   vk_lines_done(&L);
@@ -133,7 +136,16 @@ int em_vk_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim) {
                     em_device_name(x->device_id), em_dtype_name((em_dtype)x->dtype_id));
   vk_lines L;
   if (vk_lines_plan(&L, fn, out, x, x->ndim > 0 ? 1u << dim : 0) != 0) return -1;
-  int rc = launch_lines(fn, false, is_log != 0, &L, out, NULL, L.R, 1);
+  int64_t chunk;
+  uint32_t chunks = line_chunks(&L, &chunk);
+  int rc;
+  if (chunks > 1) { /* few long lines: their logsumexps first, then chunks in parallel */
+    em_tensor *lse = vk_red_line_lse(&L, fn);
+    rc = lse ? launch_lines(fn, false, is_log != 0, &L, out, lse, chunk, chunks) : -1;
+    em_release(lse);
+  } else {
+    rc = launch_lines(fn, false, is_log != 0, &L, out, NULL, L.R, 1);
+  }
   vk_lines_done(&L);
   return rc;
 }
