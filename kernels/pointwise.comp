@@ -191,9 +191,9 @@ T unary_op(uint op, T x) {
   case 4u: return log_f(x);
   case 5u: return log1p_f(x);
   case 6u: return expm1_f(x);
-  case 9u: return sin(x);
-  case 10u: return cos(x);
-  case 11u: return tan(x);
+  case 9u: return sin(reduce_2pi(x));
+  case 10u: return cos(reduce_2pi(x));
+  case 11u: return tan(reduce_2pi(x));
   case 12u: return tanh_f(x);
   case 13u: return 1.0 / (1.0 + exp_f(-x));
   case 15u: return 0.5 * x * (1.0 + erf_f(x * 0.70710678118654752440));
@@ -237,7 +237,11 @@ T binary_op(uint op, T a, T b) {
   case 32u: return a + b;
   case 33u: return a - b;
   case 34u: return a * b;
-  case OP_ADD_ALPHA: return a + scalar_arg() * b;
+  case OP_ADD_ALPHA: {  // not fused into an FMA: the CPU rounds the product first
+    precise T prod = scalar_arg() * b;
+    precise T sum = a + prod;
+    return sum;
+  }
 #if IS_FLOAT
   case 35u: return a / b;
   case 40u: return (a > b || is_nan(a)) ? a : b;  // NaN on either side wins

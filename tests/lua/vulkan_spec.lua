@@ -197,8 +197,7 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
         -- tan near its poles, and gelu's 1 + erf(x) for x << 0, amplify the last bit of
         -- their inputs (the CPU's results carry the same amplified rounding).
         local tol = (op == 'tan' or op == 'gelu') and 1e-10 or 4e-15
-        agree(v[op](v):to('cpu'):to(V), c[op](c), 'float64 ' .. op)
-        H.assert_close(v[op](v):to('cpu'), c[op](c):totable(), tol, 1e-300, 'float64 ' .. op)
+        agree(v[op](v), c[op](c), 'float64 ' .. op, { tol, 1e-300 })
       end
       local x = ember.tensor({ -3.5, -2, -0.5, 0, 0.5, 2, 3.5, 1e-8 }, { dtype = 'float64' })
       local y = ember.tensor({ 2, 3, -0.5, -1, 0.25, 1e-3, 7, -2 }, { dtype = 'float64' })
@@ -492,7 +491,6 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
     it('raises "not implemented" for ops without a Vulkan kernel, never a CPU copy', function()
       local x = ember.ones(4, 4, { device = V })
       H.assert_error(function() return x:sort() end, 'sort: not implemented on ' .. V)
-      H.assert_error(function() return x:matmul(x) end, 'not implemented on ' .. V)
       local ok, err = pcall(function() return x:sort() end)
       assert.is_false(ok)
       assert.are.equal(ember.C.EM_ERR_NOT_IMPLEMENTED, ember.C.em_last_error_kind(), err)

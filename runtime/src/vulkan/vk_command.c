@@ -130,7 +130,7 @@ int em_vk_wait_serial(vk_device *D, uint64_t serial) {
     vk_frame *f = &D->frames[i];
     if (f->pending && f->serial <= serial && retire(D, f) != 0) return -1;
   }
-  return 0;
+  return D->flag ? em_vk_flag_check(D) : 0;
 }
 
 int em_vk_wait_idle(vk_device *D) {
@@ -138,7 +138,7 @@ int em_vk_wait_idle(vk_device *D) {
   if (em_vk_submit(D) != 0) return -1;
   for (int i = 0; i < VK_FRAMES; i++)
     if (retire(D, &D->frames[i]) != 0) return -1;
-  return 0;
+  return D->flag ? em_vk_flag_check(D) : 0;
 }
 
 int em_vk_count_groups(vk_device *D, uint64_t groups) {

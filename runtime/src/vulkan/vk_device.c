@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "vk.h"
+#include "vk_matmul.h"
 
 static int fail(vk_device *D, const char *what, VkResult r) {
   return em_error("%s: %s failed (%s)", D->name, what, em_vk_result_name(r));
@@ -27,11 +28,14 @@ static int create_device(vk_device *D) {
   VkPhysicalDeviceFeatures features = {0};
   features.shaderInt64 = VK_TRUE;
   features.shaderFloat64 = (D->features & EM_FEATURE_FLOAT64) ? VK_TRUE : VK_FALSE;
-  const char *exts[2];
+  const char *exts[2 + VK_COOP_MAX_EXTS];
   uint32_t next = 0;
   D->push_descriptors = D->has_push_ext && !(em_vk_test_hooks() & VK_TEST_NO_PUSH_DESCRIPTORS);
   if (D->push_descriptors) exts[next++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   if (D->has_budget_ext) exts[next++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+  /* the cooperative-matrix matmul's extensions and features, where it can run (vk_matmul_coop.c) */
+  vk_coop_setup coop;
+  const void *chain = em_vk_coop_setup(D, &coop, exts, &next);
   VkDeviceCreateInfo ci = {
     .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
     .queueCreateInfoCount = 1,
@@ -39,6 +43,7 @@ static int create_device(vk_device *D) {
     .enabledExtensionCount = next,
     .ppEnabledExtensionNames = exts,
     .pEnabledFeatures = &features,
+    .pNext = chain,
   };
   VkResult r = vkg.vkCreateDevice(D->phys, &ci, NULL, &D->dev);
   if (r != VK_SUCCESS) return fail(D, "vkCreateDevice", r);

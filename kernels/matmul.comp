@@ -1,0 +1,385 @@
+#version 450
+// variants: F32_L F32_S H16_L H16_S F64_S INT_S
+//
+// matmul.comp: the gemm slot, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]
+// (runtime/src/vulkan/vk_matmul.c launches it; backend.h states the contract).
+//
+// Tiled in shared memory: a workgroup of 256 invocations computes a BM x BM tile of out (128 for
+// the _L variants, 64 for _S), walking K in slices of BK (8 or 16). Each invocation holds a TM x TM
+// micro-tile (8x8 or 4x4) in registers, as rows (ty + 16 i) * 4 + 0..3 and columns
+// (tx + 16 j) * 4 + 0..3, so its shared-memory reads are 128-bit and conflict-free. The slices
+// are double-buffered: the next slice's global loads are issued before the current slice's
+// multiply-adds and stored to the other buffer after them, one barrier per slice.
+//
+// Operands are views with any strides. Each is loaded in chunks of 4 consecutive elements along
+// its contiguous dimension (specialization constants A_MODE / B_MODE, chosen by the host): one
+// 128-bit load (F32) or 64-bit load (16-bit types) when the host proved the chunks aligned and
+// whole, else 4 bounds-checked scalar loads. Out-of-range elements load as 0, so edge tiles and
+// K tails need no other case. The shared tiles hold a as [k][m] and b as [k][n], padded by one
+// vec4 per row against bank conflicts on the transposed stores.
+//
+// Variants: F32 (float), F64 (double: the small tile only, scalar loads and one shared buffer,
+// so that its tiles fit 32 KiB of shared memory), H16 (float16 or bfloat16 words, unpacked to
+// float32 and accumulated in float32, as the CPU does; stores are rounded to nearest even), INT
+// (every integer dtype, widened to 64 bits and accumulated modulo 2^64 like the CPU's loop, then
+// narrowed; small tile, scalar loads, one shared buffer like F64).
+#extension GL_EXT_control_flow_attributes : require
+
+#if defined(VARIANT_F32_L) || defined(VARIANT_H16_L)
+#define BM 128
+#else
+#define BM 64
+#endif
+#if defined(VARIANT_F32_L) || defined(VARIANT_F32_S)
+#define IS_F32 1
+#elif defined(VARIANT_H16_L) || defined(VARIANT_H16_S)
+#define IS_H16 1
+#elif defined(VARIANT_INT_S)
+#define IS_INT 1
+#extension GL_ARB_gpu_shader_int64 : require
+#else
+#define IS_F64 1
+#endif
+
+// K slice: 8 for the large tile and 16 for the small ones, so that every variant's shared
+// tiles fit 32 KiB (lavapipe's limit; the host checks the device's). float64 keeps one buffer.
+#if BM == 128
+#define BK 8
+#else
+#define BK 16
+#endif
+#if defined(IS_F64) || defined(IS_INT)
+#define NBUF 1
+#else
+#define NBUF 2
+#endif
+#define NT 256
+#define TM (BM / 16)                // rows (and columns) per invocation
+#define TV (TM / 4)                 // ... in vec4s
+#define LOADS (BM * BK / (4 * NT))  // 4-element chunks per invocation per operand (2 or 1)
+#define RS (BM / 4 + 1)             // a shared row in vec4s, padded
+
+layout(local_size_x = NT) in;
+
+// A_MODE: bit 0 clear: chunks run along K (a is row-major), set: along M. Bit 1: vector loads.
+// B_MODE: bit 0 clear: chunks run along N (b is row-major), set: along K. Bit 1: vector loads.
+// FLAGS: bit 0: bfloat16 (H16); bit 1: out rows are whole aligned vec4s (F32) or 16-bit pairs
+// (H16), so the epilogue stores whole words. INT: bits 4-7: the dtype (em_dtype: 4 int8,
+// 5 uint8, 6 int16, 7 int32, 8 int64).
+// Each is ~0u in the generic pipeline, which reads them from the push constants instead (the
+// host specializes on GPUs; a CPU driver would spend more compiling the combinations than it
+// gains on a test suite's small products).
+layout(constant_id = 0) const uint SPEC_A_MODE = 0xffffffffu;
+layout(constant_id = 1) const uint SPEC_B_MODE = 0xffffffffu;
+layout(constant_id = 2) const uint SPEC_FLAGS = 0xffffffffu;
+#define A_MODE (SPEC_A_MODE != 0xffffffffu ? SPEC_A_MODE : p.a_mode)
+#define B_MODE (SPEC_B_MODE != 0xffffffffu ? SPEC_B_MODE : p.b_mode)
+#define FLAGS (SPEC_FLAGS != 0xffffffffu ? SPEC_FLAGS : p.flags)
+
+#ifdef IS_F64
+#define T double
+#define V4 dvec4
+#elif defined(IS_INT)
+#define T uint64_t
+#define V4 u64vec4
+#else
+#define T float
+#define V4 vec4
+#endif
+
+layout(push_constant) uniform Params {
+  uint M, N, K;
+  uint a_base, b_base, o_base;  // element offsets of the operands' first elements
+  int a_sm, a_sk, b_sk, b_sn;   // strides in elements (any sign; index math wraps in uint)
+  int a_sb, b_sb;               // batch strides (0: one matrix shared by every batch)
+  uint o_sb;
+  uint m0;                      // first row tile of this launch (large grids are split)
+  uint batch0;                  // first batch of this launch
+  uint n0;                      // first column tile of this launch
+  uint a_mode, b_mode, flags;   // the generic pipeline's A_MODE, B_MODE, FLAGS
+  uint pad_;
+  T alpha, beta;
+} p;
+
+#ifdef IS_H16
+layout(std430, binding = 0) buffer OW { uint ow[]; };
+layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
+layout(std430, binding = 1) readonly buffer AW2 { uvec2 aw2[]; };
+layout(std430, binding = 2) readonly buffer BW { uint bw[]; };
+layout(std430, binding = 2) readonly buffer BW2 { uvec2 bw2[]; };
+#elif defined(IS_INT)
+layout(std430, binding = 0) buffer OW { uint ow[]; };
+layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
+layout(std430, binding = 2) readonly buffer BW { uint bw[]; };
+#else
+layout(std430, binding = 0) buffer O { T o[]; };
+layout(std430, binding = 1) readonly buffer A { T a[]; };
+layout(std430, binding = 2) readonly buffer B { T b[]; };
+#endif
+#ifdef IS_F32
+layout(std430, binding = 0) buffer O4 { vec4 o4[]; };
+layout(std430, binding = 1) readonly buffer A4 { vec4 a4[]; };
+layout(std430, binding = 2) readonly buffer B4 { vec4 b4[]; };
+#endif
+
+shared V4 As[NBUF * BK * RS];
+shared V4 Bs[NBUF * BK * RS];
+
+#ifdef IS_H16
+// float16/bfloat16 <-> float32. The stores are bit-exact with runtime/src/dtype.c (round to
+// nearest even), copied from common.glsl, which cannot be included here: it declares the
+// elementwise kernels' bindings and push constants.
+float h16_to_float(uint h) {
+  return (FLAGS & 1u) != 0u ? uintBitsToFloat(h << 16) : unpackHalf2x16(h).x;
+}
+vec4 h16x4_to_float(uvec2 q) {
+  if ((FLAGS & 1u) != 0u)
+    return vec4(uintBitsToFloat(q.x << 16), uintBitsToFloat(q.x & 0xffff0000u),
+                uintBitsToFloat(q.y << 16), uintBitsToFloat(q.y & 0xffff0000u));
+  return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+}
+uint float_to_half(float f) {
+  uint u = floatBitsToUint(f);
+  uint sign = (u >> 16) & 0x8000u;
+  uint a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
+  if (a >= 0x477ff000u) return sign | 0x7c00u;
+  if (a < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(a) * 16777216.0));
+  a += 0xc8000fffu + ((a >> 13) & 1u);
+  return (sign | (a >> 13)) & 0xffffu;
+}
+uint float_to_bf16(float f) {
+  uint u = floatBitsToUint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
+  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
+}
+uint float_to_h16(float f) { return (FLAGS & 1u) != 0u ? float_to_bf16(f) : float_to_half(f); }
+float ld_a(uint e) { return h16_to_float((aw[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu); }
+float ld_b(uint e) { return h16_to_float((bw[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu); }
+vec4 ld4_a(uint e) { return h16x4_to_float(aw2[e >> 2]); }
+vec4 ld4_b(uint e) { return h16x4_to_float(bw2[e >> 2]); }
+#elif defined(IS_INT)
+#define IFMT ((FLAGS >> 4) & 15u)
+// The element at e of a buffer of IFMT elements, sign- (or zero-) extended to 64 bits.
+#define LD_INT(W, e)                                                                       \
+  (IFMT == 8u ? packUint2x32(uvec2(W[2u * (e)], W[2u * (e) + 1u]))                        \
+   : IFMT == 7u ? uint64_t(int64_t(int(W[e])))                                             \
+   : IFMT == 6u ? uint64_t(int64_t(int(W[(e) >> 1] << (16u - ((e) & 1u) * 16u)) >> 16))    \
+   : IFMT == 5u ? uint64_t((W[(e) >> 2] >> (((e) & 3u) * 8u)) & 0xffu)                     \
+                : uint64_t(int64_t(int(W[(e) >> 2] << (24u - ((e) & 3u) * 8u)) >> 24)))
+T ld_a(uint e) { return LD_INT(aw, e); }
+T ld_b(uint e) { return LD_INT(bw, e); }
+V4 ld4_a(uint e) { return V4(ld_a(e), ld_a(e + 1u), ld_a(e + 2u), ld_a(e + 3u)); }
+V4 ld4_b(uint e) { return V4(ld_b(e), ld_b(e + 1u), ld_b(e + 2u), ld_b(e + 3u)); }
+T ld_o(uint e) { return LD_INT(ow, e); }
+// Narrowed to the dtype; 8- and 16-bit elements share words with other invocations' elements,
+// so those are merged atomically.
+void st_o(uint e, T v) {
+  uint lo = uint(v);
+  if (IFMT == 8u) {
+    ow[2u * e] = lo;
+    ow[2u * e + 1u] = uint(v >> 32);
+  } else if (IFMT == 7u) {
+    ow[e] = lo;
+  } else if (IFMT == 6u) {
+    uint s = (e & 1u) * 16u;
+    atomicAnd(ow[e >> 1], ~(0xffffu << s));
+    atomicOr(ow[e >> 1], (lo & 0xffffu) << s);
+  } else {
+    uint s = (e & 3u) * 8u;
+    atomicAnd(ow[e >> 2], ~(0xffu << s));
+    atomicOr(ow[e >> 2], (lo & 0xffu) << s);
+  }
+}
+#else
+T ld_a(uint e) { return a[e]; }
+T ld_b(uint e) { return b[e]; }
+T ld_o(uint e) { return o[e]; }
+void st_o(uint e, T v) { o[e] = v; }
+#ifdef IS_F32
+vec4 ld4_a(uint e) { return a4[e >> 2]; }
+vec4 ld4_b(uint e) { return b4[e >> 2]; }
+#else
+V4 ld4_a(uint e) { return V4(a[e], a[e + 1u], a[e + 2u], a[e + 3u]); }
+V4 ld4_b(uint e) { return V4(b[e], b[e + 1u], b[e + 2u], b[e + 3u]); }
+#endif
+#endif
+
+// Chunk c of this invocation: its tile coordinates. For a: (r, k) with r the row in the tile;
+// the chunk covers (r, k..k+3) along K or (r..r+3, k) along M. For b: (k, n) likewise.
+uvec2 chunk_a(uint c) {
+  uint i = gl_LocalInvocationID.x + c * NT;
+  if ((A_MODE & 1u) == 0u) return uvec2(i / (BK / 4), (i % (BK / 4)) * 4u);
+  return uvec2((i % (BM / 4)) * 4u, i / (BM / 4));
+}
+uvec2 chunk_b(uint c) {
+  uint i = gl_LocalInvocationID.x + c * NT;
+  if ((B_MODE & 1u) == 0u) return uvec2(i / (BM / 4), (i % (BM / 4)) * 4u);
+  return uvec2((i % (BK / 4)) * 4u, i / (BK / 4));
+}
+
+// The 4 elements of chunk c of a's slice starting at k0 (zeros outside the matrix).
+V4 load_a(uint c, uint base, uint row0, uint k0) {
+  uvec2 rk = chunk_a(c);
+  uint r = row0 + rk.x, k = k0 + rk.y;
+  uint sm = uint(p.a_sm), sk = uint(p.a_sk);
+  V4 v = V4(0);
+  if ((A_MODE & 2u) != 0u) {  // whole aligned chunks: all 4 in range or none
+    if (r < p.M && k < p.K) v = ld4_a(base + r * sm + k * sk);
+    return v;
+  }
+  bool along_k = (A_MODE & 1u) == 0u;
+  [[unroll]] for (uint j = 0u; j < 4u; j++) {
+    uint rj = along_k ? r : r + j, kj = along_k ? k + j : k;
+    if (rj < p.M && kj < p.K) v[j] = ld_a(base + rj * sm + kj * sk);
+  }
+  return v;
+}
+
+V4 load_b(uint c, uint base, uint col0, uint k0) {
+  uvec2 kn = chunk_b(c);
+  uint k = k0 + kn.x, n = col0 + kn.y;
+  uint sk = uint(p.b_sk), sn = uint(p.b_sn);
+  V4 v = V4(0);
+  if ((B_MODE & 2u) != 0u) {
+    if (k < p.K && n < p.N) v = ld4_b(base + k * sk + n * sn);
+    return v;
+  }
+  bool along_n = (B_MODE & 1u) == 0u;
+  [[unroll]] for (uint j = 0u; j < 4u; j++) {
+    uint kj = along_n ? k : k + j, nj = along_n ? n + j : n;
+    if (kj < p.K && nj < p.N) v[j] = ld_b(base + kj * sk + nj * sn);
+  }
+  return v;
+}
+
+void store_a(uint c, uint buf, V4 v) {
+  uvec2 rk = chunk_a(c);
+  if ((A_MODE & 1u) == 0u) {  // 4 values of k for one row: transposed into [k][m]
+    [[unroll]] for (uint j = 0u; j < 4u; j++) As[(buf * BK + rk.y + j) * RS + rk.x / 4u][rk.x % 4u] = v[j];
+  } else {
+    As[(buf * BK + rk.y) * RS + rk.x / 4u] = v;
+  }
+}
+
+void store_b(uint c, uint buf, V4 v) {
+  uvec2 kn = chunk_b(c);
+  if ((B_MODE & 1u) == 0u) {
+    Bs[(buf * BK + kn.x) * RS + kn.y / 4u] = v;
+  } else {
+    [[unroll]] for (uint j = 0u; j < 4u; j++) Bs[(buf * BK + kn.x + j) * RS + kn.y / 4u][kn.y % 4u] = v[j];
+  }
+}
+
+// out element (row, col) of this batch: alpha * acc + beta * out (out unread when beta == 0).
+#ifdef IS_H16
+float blend(float acc, uint e) {
+  float v = p.alpha * acc;
+  if (p.beta != 0.0) v += p.beta * h16_to_float((ow[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu);
+  return v;
+}
+void store_one(uint e, float acc) {
+  uint h = float_to_h16(blend(acc, e)), s = (e & 1u) * 16u;
+  // a neighbour in the same word may belong to another invocation
+  atomicAnd(ow[e >> 1], ~(0xffffu << s));
+  atomicOr(ow[e >> 1], h << s);
+}
+void store_row(uint e, uint col, V4 acc) {
+  if ((FLAGS & 2u) != 0u && col + 3u < p.N) {  // e even: two whole words
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+      uint w = (e >> 1) + h;
+      float lo = p.alpha * acc[2u * h], hi = p.alpha * acc[2u * h + 1u];
+      if (p.beta != 0.0) {
+        uint old = ow[w];
+        lo += p.beta * h16_to_float(old & 0xffffu);
+        hi += p.beta * h16_to_float(old >> 16);
+      }
+      ow[w] = float_to_h16(lo) | (float_to_h16(hi) << 16);
+    }
+    return;
+  }
+  [[unroll]] for (uint j = 0u; j < 4u; j++)
+    if (col + j < p.N) store_one(e + j, acc[j]);
+}
+#else
+void store_row(uint e, uint col, V4 acc) {
+#ifdef IS_F32
+  if ((FLAGS & 2u) != 0u && col + 3u < p.N) {
+    vec4 v = p.alpha * acc;
+    if (p.beta != 0.0) v += p.beta * o4[e >> 2];
+    o4[e >> 2] = v;
+    return;
+  }
+#endif
+  [[unroll]] for (uint j = 0u; j < 4u; j++) {
+    if (col + j < p.N) {
+      T v = p.alpha * acc[j];
+      if (p.beta != T(0)) v += p.beta * ld_o(e + j);
+      st_o(e + j, v);
+    }
+  }
+}
+#endif
+
+void main() {
+  uint z = gl_WorkGroupID.z + p.batch0;
+  uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = (gl_WorkGroupID.x + p.n0) * BM;
+  uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
+  uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
+
+  V4 acc[TM * TV];
+  [[unroll]] for (uint i = 0u; i < TM * TV; i++) acc[i] = V4(0);
+  V4 ra[LOADS], rb[LOADS];
+
+  uint slices = (p.K + BK - 1u) / BK;
+  if (slices > 0u) {
+    [[unroll]] for (uint c = 0u; c < LOADS; c++) {
+      ra[c] = load_a(c, abase, row0, 0u);
+      rb[c] = load_b(c, bbase, col0, 0u);
+    }
+    [[unroll]] for (uint c = 0u; c < LOADS; c++) {
+      store_a(c, 0u, ra[c]);
+      store_b(c, 0u, rb[c]);
+    }
+    barrier();
+  }
+  for (uint s = 0u; s < slices; s++) {
+    uint buf = NBUF == 2 ? s & 1u : 0u;
+    bool more = s + 1u < slices;
+    if (more) {
+      [[unroll]] for (uint c = 0u; c < LOADS; c++) {
+        ra[c] = load_a(c, abase, row0, (s + 1u) * BK);
+        rb[c] = load_b(c, bbase, col0, (s + 1u) * BK);
+      }
+    }
+    [[unroll]] for (uint k = 0u; k < BK; k++) {
+      V4 av[TV], bv[TV];
+      [[unroll]] for (uint i = 0u; i < TV; i++) av[i] = As[(buf * BK + k) * RS + ty + 16u * i];
+      [[unroll]] for (uint j = 0u; j < TV; j++) bv[j] = Bs[(buf * BK + k) * RS + tx + 16u * j];
+      [[unroll]] for (uint i = 0u; i < TV; i++)
+        [[unroll]] for (uint ii = 0u; ii < 4u; ii++)
+          [[unroll]] for (uint j = 0u; j < TV; j++)
+            acc[(i * 4u + ii) * TV + j] += av[i][ii] * bv[j];
+    }
+    if (NBUF == 1) barrier();  // one buffer: everyone is done reading it before it is refilled
+    if (more) {
+      [[unroll]] for (uint c = 0u; c < LOADS; c++) {
+        store_a(c, (buf + 1u) % NBUF, ra[c]);
+        store_b(c, (buf + 1u) % NBUF, rb[c]);
+      }
+    }
+    barrier();
+  }
+
+  uint obase = p.o_base + z * p.o_sb;
+  [[unroll]] for (uint i = 0u; i < TV; i++) {
+    [[unroll]] for (uint ii = 0u; ii < 4u; ii++) {
+      uint row = row0 + (ty + 16u * i) * 4u + ii;
+      if (row >= p.M) continue;
+      [[unroll]] for (uint j = 0u; j < TV; j++) {
+        uint col = col0 + (tx + 16u * j) * 4u;
+        if (col < p.N) store_row(obase + row * p.N + col, col, acc[(i * 4u + ii) * TV + j]);
+      }
+    }
+  }
+}

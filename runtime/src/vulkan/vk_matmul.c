@@ -1,0 +1,205 @@
+/*
+ * vk_matmul.c: the gemm slot on Vulkan, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]
+ * (backend.h). Every product op (matmul, mm, bmm, addmm, linear and their backwards) arrives
+ * here; the definitions (ops/linalg.c) guarantee B, M, N > 0, out contiguous, a and b of out's
+ * dtype with any strides (batch stride 0: one matrix shared by every batch).
+ *
+ * Kernels:
+ *  - kernels/matmul.comp: tiled in shared memory, for float32, float64 and float16/bfloat16
+ *    (accumulated in float32, as the CPU does). Operands are read in place whatever their
+ *    layout: the host tells the kernel, per operand, which dimension is contiguous and whether
+ *    its 4-element chunks are aligned for vector loads (layout()). Transposed views (x @ w:t(),
+ *    the backward's a:t() @ g) therefore cost no copy.
+ *    Integer dtypes take the same kernel's INT variant: elements widened to 64 bits, products
+ *    summed modulo 2^64 and narrowed, like the CPU's loop (so overflow wraps the same way).
+ *  - kernels/coopmat/matmul_coop.comp: float16 on tensor cores (vk_matmul_coop.c), when the
+ *    build and the device have cooperative matrices; coop_wanted() decides.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vk.h"
+#include "vk_matmul.h"
+
+/* Tile configurations of matmul.comp: "L" 128 x 128 tiles with 8x8 per invocation, "S" 64 x 64
+ * with 4x4. Large tiles do twice the arithmetic per shared-memory read, but a problem needs
+ * enough of them to fill the GPU: below LARGE_MIN_TILES tiles of 128 the small ones win by
+ * occupancy (a 1024^2 product has 64 large tiles for the 132 SMs of an H100). */
+enum { TILE_L = 128, TILE_S = 64, LARGE_MIN_TILES = 192 };
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* EMBER_VK_MATMUL_TILE=L or S forces a tile size (tests reach the large tile with small
+ * problems this way); read on every call, which costs nothing next to a dispatch. */
+static int tile_for(em_dtype dt, int64_t B, int64_t M, int64_t N) {
+  if (dt == EM_FLOAT64 || !em_dtypes[dt].is_float) return TILE_S;
+  const char *force = getenv("EMBER_VK_MATMUL_TILE");
+  if (force && force[0] == 'L') return TILE_L;
+  if (force && force[0] == 'S') return TILE_S;
+  int64_t tiles = cdiv(M, TILE_L) * cdiv(N, TILE_L) * B;
+  return M >= TILE_L && N >= TILE_L && tiles >= LARGE_MIN_TILES ? TILE_L : TILE_S;
+}
+
+/* Shared memory of a variant of kernels/matmul.comp: two tiles of (buffers x BK) rows of
+ * BM/4 + 1 vectors of 4 elements. */
+static uint32_t shared_bytes(em_dtype dt, int tile) {
+  if (tile == TILE_L) return 2 * 2 * 8 * 33 * 16;
+  bool wide = dt == EM_FLOAT64 || !em_dtypes[dt].is_float; /* 8-byte elements, one buffer */
+  return wide ? 2 * 1 * 16 * 17 * 32 : 2 * 2 * 16 * 17 * 16;
+}
+
+bool em_vk_mm_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+/* How the kernel reads an operand viewed as rows x cols with strides (rs, cs), batch stride bs
+ * and first element `base` (a: M x K, b: K x N). Chunks of `chunk` consecutive elements run
+ * along the contiguous dimension (bit 0 set: along the rows, i.e. down a column); bit 1 says
+ * they are whole and aligned, so the kernel may load each with one vector load. Strides of
+ * size-1 dimensions are never used and count as anything. */
+uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs,
+                         int64_t nbatch, int64_t base, int chunk) {
+  if (rows == 1) rs = 0;
+  if (cols == 1) cs = 0;
+  if (nbatch == 1) bs = 0;
+  bool down = cs != 1 && (rs == 1 || cols == 1 ||
+                          (rows > 1 && llabs(rs) < llabs(cs)));
+  int64_t n = down ? rows : cols, lead = down ? cs : rs, unit = down ? rs : cs;
+  bool vec = unit == 1 && n % chunk == 0 && lead % chunk == 0 && bs % chunk == 0 &&
+             base % chunk == 0;
+  return (down ? 1u : 0u) | (vec ? 2u : 0u);
+}
+
+static int not_implemented(const vk_device *D, const char *why, const em_tensor *out) {
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "gemm: not implemented on %s for %s (%s)",
+                           D->name, em_dtype_name((em_dtype)out->dtype_id), why);
+}
+
+/* Fills the push constants common to both kernels; -1 when a stride or offset does not fit
+ * the kernels' 32-bit index arithmetic. */
+int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
+                         const em_tensor *b) {
+  const int64_t v[] = {a->strides[1], a->strides[2], b->strides[1], b->strides[2],
+                       a->strides[0], b->strides[0], out->sizes[1] * out->sizes[2],
+                       out->sizes[1], out->sizes[2], a->sizes[2], a->offset, b->offset,
+                       out->offset};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (!em_vk_mm_fits_i32(v[i])) return -1;
+  p->M = (uint32_t)out->sizes[1];
+  p->N = (uint32_t)out->sizes[2];
+  p->K = (uint32_t)a->sizes[2];
+  p->a_base = (uint32_t)a->offset;
+  p->b_base = (uint32_t)b->offset;
+  p->o_base = (uint32_t)out->offset;
+  p->a_sm = (int32_t)a->strides[1];
+  p->a_sk = (int32_t)a->strides[2];
+  p->b_sk = (int32_t)b->strides[1];
+  p->b_sn = (int32_t)b->strides[2];
+  p->a_sb = out->sizes[0] == 1 ? 0 : (int32_t)a->strides[0];
+  p->b_sb = out->sizes[0] == 1 ? 0 : (int32_t)b->strides[0];
+  p->o_sb = (uint32_t)(out->sizes[1] * out->sizes[2]);
+  return 0;
+}
+
+/* Records the grid of `tile` x `tile` output tiles, split into several launches where it
+ * exceeds the device's limits (push constants n0, m0 and batch0 say where each starts). */
+int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
+                  int tile) {
+  const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
+  int64_t total[3] = {cdiv(N, tile), cdiv(M, tile), B};
+  for (int64_t z = 0; z < total[2]; z += lim[2])
+    for (int64_t y = 0; y < total[1]; y += lim[1])
+      for (int64_t x = 0; x < total[0]; x += lim[0]) {
+        int64_t at[3] = {x, y, z};
+        for (int d = 0; d < 3; d++)
+          L->groups[d] = (uint32_t)(total[d] - at[d] < lim[d] ? total[d] - at[d] : lim[d]);
+        p->n0 = (uint32_t)x;
+        p->m0 = (uint32_t)y;
+        p->batch0 = (uint32_t)z;
+        if (em_vk_launch(D, L) != 0) return -1;
+      }
+  return 0;
+}
+
+/* Whether a product gets a pipeline specialized to its operands' layouts (vk_pipeline.c's
+ * policy): always on GPUs; on CPU-type drivers, where each specialization costs a compilation
+ * of 50-500 ms, only for products large enough to repay it. */
+enum { SPECIALIZE_WORK = 1 << 24 };
+static bool specialize(const vk_device *D, int64_t work) {
+  return D->specialize && (D->specialize_from == 0 || work >= SPECIALIZE_WORK);
+}
+
+/* As the CPU's em_sat_i64: NaN gives 0, out-of-range values saturate. */
+static int64_t sat_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                 double alpha, double beta) {
+  em_dtype dt = (em_dtype)out->dtype_id;
+  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  mm_push p = {0};
+  if (em_vk_mm_push_common(&p, out, a, b) != 0)
+    return not_implemented(D, "a stride or offset beyond 2^31 elements", out);
+  int tile = tile_for(dt, B, M, N);
+  uint32_t limit = D->props.limits.maxComputeSharedMemorySize;
+  if (tile == TILE_L && shared_bytes(dt, tile) > limit) tile = TILE_S;
+  if (shared_bytes(dt, tile) > limit)
+    return not_implemented(D, "the device has too little shared memory for the kernel", out);
+  bool integer = !em_dtypes[dt].is_float;
+  bool wide = dt == EM_FLOAT64 || integer, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
+  int chunk = wide ? 1 << 30 : 4; /* float64 and integers never load vectors */
+  uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,
+                                   a->offset, chunk);
+  uint32_t bmode = em_vk_mm_layout(K, N, b->strides[1], b->strides[2], b->strides[0], B,
+                                   b->offset, chunk);
+  /* whole aligned output words: vec4 rows for float32, 16-bit pairs for the half types */
+  bool words = half ? N % 2 == 0 && out->offset % 2 == 0
+                    : !wide && N % 4 == 0 && out->offset % 4 == 0;
+  uint32_t flags = (dt == EM_BFLOAT16 ? 1u : 0u) | (words ? 2u : 0u) |
+                   (integer ? (uint32_t)dt << 4 : 0u);
+  if (integer) { /* the CPU's conversion: saturated, then modulo 2^64 */
+    p.s.u[0] = (uint64_t)sat_i64(alpha);
+    p.s.u[1] = (uint64_t)sat_i64(beta);
+  } else if (wide) {
+    p.s.d[0] = alpha;
+    p.s.d[1] = beta;
+  } else {
+    p.s.f[0] = (float)alpha;
+    p.s.f[1] = (float)beta;
+  }
+  /* string literals: vk_pipeline.c memoizes module names by address */
+  const char *module = integer ? "matmul_INT_S"
+                       : wide  ? "matmul_F64_S"
+                       : half ? (tile == TILE_L ? "matmul_H16_L" : "matmul_H16_S")
+                              : (tile == TILE_L ? "matmul_F32_L" : "matmul_F32_S");
+  p.a_mode = amode;
+  p.b_mode = bmode;
+  p.flags = flags;
+  vk_launch L = {
+    .module = module,
+    .push = &p,
+    .push_size = wide ? 96 : 88,
+    .spec = {amode, bmode, flags, ~0u},
+    .ops = {out, a, b},
+    .writes = 1u,
+  };
+  if (!specialize(D, B * M * N * K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
+  return em_vk_mm_grid(D, &L, &p, B, M, N, tile);
+}
+
+int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+               double beta) {
+  vk_device *D = em_vk_device(out->device_id);
+  em_dtype dt = (em_dtype)out->dtype_id;
+  if (dt == EM_FLOAT64 && !(D->features & EM_FEATURE_FLOAT64))
+    return not_implemented(D, "the device lacks shaderFloat64", out);
+  if (em_numel(out) == 0) return 0;
+  if (a->sizes[2] == 0 && beta == 0) return em_vk_fill(out, 0.0);
+  pthread_mutex_lock(&D->lock);
+  int rc = em_vk_coop_wanted(D, out, a, b) ? em_vk_coop_gemm(D, out, a, b, alpha, beta)
+                                           : tiled(D, out, a, b, alpha, beta);
+  pthread_mutex_unlock(&D->lock);
+  return rc;
+}

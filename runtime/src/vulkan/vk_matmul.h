@@ -1,0 +1,63 @@
+/*
+ * vk_matmul.h: what the two matmul files share: vk_matmul.c (the gemm slot and the tiled
+ * kernels) and vk_matmul_coop.c (the cooperative-matrix kernel and its device setup).
+ */
+#ifndef EMBER_VK_MATMUL_H
+#define EMBER_VK_MATMUL_H
+
+#include "vk.h"
+
+/* The push constants of kernels/matmul.comp and kernels/coopmat/matmul_coop.comp. */
+typedef struct mm_push {
+  uint32_t M, N, K, a_base, b_base, o_base; /* element offsets of the first elements */
+  int32_t a_sm, a_sk, b_sk, b_sn, a_sb, b_sb;
+  uint32_t o_sb, m0, batch0, n0; /* first row tile, batch, column tile of a launch */
+  uint32_t a_mode, b_mode, flags, pad; /* matmul.comp's generic pipeline reads these */
+  union {
+    float f[2];
+    double d[2]; /* float64 kernels */
+    uint64_t u[2]; /* integer kernels: two's complement */
+  } s;           /* alpha, beta */
+} mm_push;
+_Static_assert(sizeof(mm_push) == 96, "the matmul kernels' push constants");
+
+bool em_vk_mm_fits_i32(int64_t v);
+uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs,
+                         int64_t nbatch, int64_t base, int chunk);
+int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
+                         const em_tensor *b);
+int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
+                  int tile);
+
+/* vk_matmul_coop.c. Whether this product goes to the cooperative-matrix kernel (the one
+ * place that decides), and that kernel; both with D->lock held. */
+bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
+                       const em_tensor *b);
+int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                    double alpha, double beta);
+
+/* VK_KHR_cooperative_matrix's feature structure, which Debian 12's headers (1.3.239) predate. */
+typedef struct vk_coop_features_khr {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+} vk_coop_features_khr;
+
+/* The feature structures the cooperative-matrix kernel enables (create_device owns them). */
+typedef struct vk_coop_setup {
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV nv;
+  vk_coop_features_khr khr;
+  VkPhysicalDeviceShaderFloat16Int8Features f16;
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
+} vk_coop_setup;
+
+/* For vk_device.c's create_device: when the cooperative-matrix kernel can run on D (the build
+ * has a flavor the device offers, with 16x16x16 float16 matrices and float32 accumulators),
+ * appends the extensions it needs to exts (room for VK_COOP_MAX_EXTS more) and returns the
+ * feature chain to enable; NULL otherwise. EMBER_VK_COOPMAT=0 turns it off. */
+enum { VK_COOP_MAX_EXTS = 3 };
+const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
+                             uint32_t *next);
+
+#endif

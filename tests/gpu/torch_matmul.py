@@ -1,0 +1,33 @@
+"""PyTorch CUDA reference for tests/gpu/matmul.lua: square matmul at n = 1024, 4096, 8192
+("quick": no 8192), median of several timed runs after warm-up, as TFLOP/s (2 n^3 / time).
+float32 with TF32 off (plain FP32 FMA, what Ember's tiled kernel does), float16 and bfloat16
+(tensor cores). Lines: "torch matmul <dtype> n=<n> <ms> ms <TFLOP/s> TFLOP/s"."""
+import statistics
+import sys
+import time
+
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+quick = len(sys.argv) > 1 and sys.argv[1] == "quick"
+print("torch %s on %s, allow_tf32=%s" % (torch.__version__, torch.cuda.get_device_name(),
+                                         torch.backends.cuda.matmul.allow_tf32))
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    for n in (1024, 4096) if quick else (1024, 4096, 8192):
+        a = torch.rand(n, n, device="cuda", dtype=dtype) - 0.5
+        b = torch.rand(n, n, device="cuda", dtype=dtype) - 0.5
+        reps = 50 if n <= 1024 else 10 if n <= 4096 else 5
+        for _ in range(2):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+        s = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.matmul(a, b)
+            torch.cuda.synchronize()
+            s.append(time.perf_counter() - t0)
+        m = statistics.median(s)
+        name = str(dtype).replace("torch.", "")
+        print("torch matmul %s n=%d %.3f ms %.2f TFLOP/s" % (name, n, m * 1e3, 2 * n**3 / m / 1e12))
+        del a, b

@@ -1,0 +1,254 @@
+-- The gemm slot on Vulkan (runtime/src/vulkan/vk_matmul.c, kernels/matmul.comp) against the
+-- CPU: every floating dtype, sizes around and across the 64- and 128-wide tiles (the large tile
+-- forced through EMBER_VK_MATMUL_TILE=L), K = 0 and empty results, operands transposed, sliced,
+-- offset and broadcast (stride 0), batches with a shared matrix, alpha and beta, the vector
+-- products built on gemm, the gradients of matmul and linear, and the integer dtypes.
+--
+-- The cooperative-matrix kernel (float16 on tensor cores) needs a device that lavapipe is not:
+-- tests/gpu/matmul.lua checks it on a GPU.
+local VK = require 'vk_helpers'
+local H, ember, V = VK.H, VK.ember, VK.V
+if V == nil then
+  describe('vulkan matmul', function() pending('no Vulkan device: ' .. VK.why) end)
+  return
+end
+local ffi = require 'ffi'
+pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+local on = VK.on
+-- random data in [-3, 3]; shapes with a zero dimension give an empty tensor of that shape
+local function data(dtype, shape)
+  for _, n in ipairs(shape) do
+    if n == 0 then return ember.zeros(shape, { dtype = dtype }) end
+  end
+  return VK.data(dtype, shape)
+end
+
+local dtypes = { 'float32', 'float16', 'bfloat16' }
+if VK.has_f64 then table.insert(dtypes, 2, 'float64') end
+
+-- Rounding differences grow with K: the accumulation order differs from the CPU's BLAS. The
+-- 16-bit types are accumulated in float32 on both devices and differ by the final rounding.
+local function tol(dtype, K)
+  local scale = 9 * (K + 1) -- |a*b| <= 9 for data in [-3, 3]
+  if dtype == 'float32' then return { 1e-5, 2e-7 * scale } end
+  if dtype == 'float64' then return { 1e-12, 1e-15 * scale } end
+  if dtype == 'float16' then return { 2e-3, 2e-6 * scale } end
+  return { 1.6e-2, 2e-5 * scale }
+end
+
+-- Each layout of a rows x cols operand: a function of (dtype, rows, cols) giving the CPU tensor
+-- and the same view of its Vulkan copy.
+local layouts = {
+  contiguous = function(dt, r, c) local x = data(dt, { r, c }) return x, on(x) end,
+  transposed = function(dt, r, c)
+    local x = data(dt, { c, r }) return x:t(), on(x):t()
+  end,
+  sliced = function(dt, r, c) -- both strides beyond 1
+    local x = data(dt, { 2 * r, 3 * c })
+    local f = function(t) return t[{ { 1, -1, 2 }, { 2, -1, 3 } }] end
+    return f(x), f(on(x))
+  end,
+  offset = function(dt, r, c) -- contiguous rows, an odd first element
+    local x = data(dt, { r * c + 1 })
+    local f = function(t) return t:narrow(1, 2, r * c):view(r, c) end
+    return f(x), f(on(x))
+  end,
+  broadcast = function(dt, r, c)
+    local x = data(dt, { 1, c })
+    return x:expand(r, c), on(x):expand(r, c)
+  end,
+}
+
+local function check(what, got, want, K)
+  local t = tol(want:dtype(), K)
+  VK.agree(got, want, what, t)
+end
+
+local function with_env(name, value, f)
+  ffi.C.setenv(name, value, 1)
+  local ok, err = pcall(f)
+  ffi.C.unsetenv(name)
+  if not ok then error(err, 0) end
+end
+
+local sizes = { { 1, 1, 1 }, { 7, 7, 7 }, { 65, 65, 65 }, { 129, 67, 33 }, { 5, 70, 131 },
+  { 36, 68, 20 } } -- the last: whole aligned chunks, so the vector loads and stores
+
+describe('vulkan matmul (' .. V .. ')', function()
+  it('matches the CPU for every dtype, size and pair of layouts', function()
+    for _, dt in ipairs(dtypes) do
+      for _, s in ipairs(sizes) do
+        local M, N, K = s[1], s[2], s[3]
+        for la, fa in pairs(layouts) do
+          for lb, fb in pairs(layouts) do
+            -- every pair for float32; the 16-bit and float64 kernels share the load code, so
+            -- the diagonal and one mixed pair suffice there
+            if dt == 'float32' or la == lb or (la == 'transposed' and lb == 'contiguous') then
+              local a, va = fa(dt, M, K)
+              local b, vb = fb(dt, K, N)
+              check(('%s %dx%dx%d %s @ %s'):format(dt, M, N, K, la, lb), va:matmul(vb),
+                a:matmul(b), K)
+            end
+          end
+        end
+      end
+    end
+  end)
+
+  it('uses the 128-wide tiles correctly (forced), across their edges', function()
+    with_env('EMBER_VK_MATMUL_TILE', 'L', function()
+      for _, dt in ipairs({ 'float32', 'float16', 'bfloat16' }) do
+        for _, s in ipairs({ { 130, 260, 70 }, { 128, 128, 16 }, { 3, 129, 17 } }) do
+          local M, N, K = s[1], s[2], s[3]
+          for _, l in ipairs({ 'contiguous', 'transposed', 'sliced' }) do
+            local a, va = layouts[l](dt, M, K)
+            local b, vb = layouts[l](dt, K, N)
+            check(('%s L %dx%dx%d %s'):format(dt, M, N, K, l), va:matmul(vb), a:matmul(b), K)
+          end
+        end
+      end
+    end)
+  end)
+
+  it('runs the pipelines specialized to the layouts (products of 2^24 multiply-adds)', function()
+    -- a CPU driver gets generic pipelines for smaller products (vk_matmul.c: specialize)
+    for _, tile in ipairs({ 'L', 'S' }) do
+      with_env('EMBER_VK_MATMUL_TILE', tile, function()
+        for _, dt in ipairs({ 'float32', 'float16' }) do
+          for _, l in ipairs({ { 'contiguous', 'contiguous' }, { 'transposed', 'sliced' },
+            { 'offset', 'transposed' } }) do
+            local a, va = layouts[l[1]](dt, 256, 256)
+            local b, vb = layouts[l[2]](dt, 256, 256)
+            check(('%s %s 256^3 %s @ %s'):format(dt, tile, l[1], l[2]), va:matmul(vb),
+              a:matmul(b), 256)
+          end
+        end
+      end)
+    end
+  end)
+
+  it('handles K = 0 and empty results', function()
+    for _, dt in ipairs(dtypes) do
+      for _, s in ipairs({ { 3, 5, 0 }, { 0, 4, 3 }, { 4, 0, 3 }, { 0, 0, 0 } }) do
+        local a, b = data(dt, { s[1], s[3] }), data(dt, { s[3], s[2] })
+        local got = on(a):matmul(on(b))
+        assert.are.same({ s[1], s[2] }, { got:size(1), got:size(2) })
+        check(('%s %dx%dx%d'):format(dt, s[1], s[2], s[3]), got, a:matmul(b), 0)
+      end
+      -- K = 0 with beta: beta * c
+      local c = data(dt, { 3, 5 })
+      local a, b = data(dt, { 3, 0 }), data(dt, { 0, 5 })
+      check(dt .. ' addmm K=0', ember.addmm(on(c), on(a), on(b), { beta = 0.5 }),
+        ember.addmm(c, a, b, { beta = 0.5 }), 0)
+    end
+  end)
+
+  it('multiplies batches, with broadcast and shared matrices', function()
+    for _, dt in ipairs(dtypes) do
+      local cases = {
+        { { 3, 33, 17 }, { 3, 17, 20 } },      -- bmm
+        { { 2, 3, 33, 17 }, { 17, 20 } },      -- one b for every batch (stride 0)
+        { { 9, 17 }, { 4, 17, 6 } },           -- one a for every batch
+        { { 4, 1, 9, 5 }, { 3, 5, 66 } },      -- batch dims broadcast both ways
+      }
+      for _, c in ipairs(cases) do
+        local a, b = data(dt, c[1]), data(dt, c[2])
+        local K = c[1][#c[1]]
+        check(('%s batched %s @ %s'):format(dt, table.concat(c[1], 'x'), table.concat(c[2], 'x')),
+          on(a):matmul(on(b)), a:matmul(b), K)
+      end
+      -- transposed batch members, and an expanded batch of one matrix
+      local a, b = data(dt, { 5, 20, 30 }), data(dt, { 1, 20, 7 })
+      check(dt .. ' bmm transposed/expanded',
+        on(a):transpose(2, 3):matmul(on(b):expand(5, 20, 7)),
+        a:transpose(2, 3):matmul(b:expand(5, 20, 7)), 20)
+    end
+  end)
+
+  it('splits grids beyond the device limit (batches, columns)', function()
+    local B = 70000 -- above lavapipe's 65535 workgroups per dimension
+    local a, b = data('float32', { B, 1, 2 }), data('float32', { B, 2, 1 })
+    check('bmm with 70000 batches', on(a):bmm(on(b)), a:bmm(b), 2)
+    local N = 65536 * 64 + 100 -- 65538 column tiles of 64
+    local r, c = ember.randn(1, 1), ember.randn(1, N)
+    check('1 x 1 @ 1 x 4194404', on(r):matmul(on(c)), r:matmul(c), 1)
+  end)
+
+  it('applies alpha and beta (addmm, baddbmm), ignoring NaN in c when beta = 0', function()
+    for _, dt in ipairs(dtypes) do
+      local c, a, b = data(dt, { 70, 33 }), data(dt, { 70, 40 }), data(dt, { 40, 33 })
+      for _, o in ipairs({ { beta = 1, alpha = 1 }, { beta = 0.5, alpha = -2 },
+        { beta = 0, alpha = 3 } }) do
+        check(('%s addmm beta=%g alpha=%g'):format(dt, o.beta, o.alpha),
+          ember.addmm(on(c), on(a), on(b), o), ember.addmm(c, a, b, o), 40)
+      end
+      -- c broadcast from a row (a bias), and an odd N: 16-bit words shared between rows
+      local bias = data(dt, { 33 })
+      check(dt .. ' addmm bias', ember.addmm(on(bias), on(a), on(b)), ember.addmm(bias, a, b), 40)
+      local nan = ember.full({ 70, 33 }, 0 / 0, { dtype = dt })
+      local got = ember.addmm(on(nan), on(a), on(b), { beta = 0 })
+      check(dt .. ' addmm beta=0 NaN', got, ember.matmul(a, b), 40)
+      local c3, a3, b3 = data(dt, { 2, 9, 11 }), data(dt, { 2, 9, 4 }), data(dt, { 2, 4, 11 })
+      check(dt .. ' baddbmm', ember.baddbmm(on(c3), on(a3), on(b3), { beta = 2, alpha = 0.5 }),
+        ember.baddbmm(c3, a3, b3, { beta = 2, alpha = 0.5 }), 4)
+    end
+  end)
+
+  it('computes the vector products built on gemm (mv, dot, outer)', function()
+    for _, dt in ipairs(dtypes) do
+      local m, v, w = data(dt, { 37, 300 }), data(dt, { 300 }), data(dt, { 41 })
+      check(dt .. ' mv', on(m):mv(on(v)), m:mv(v), 300)
+      check(dt .. ' mv transposed', on(m):t():mv(on(m)[{ {}, 1 }]), m:t():mv(m[{ {}, 1 }]), 37)
+      check(dt .. ' dot', ember.dot(on(v), on(v)), ember.dot(v, v), 300)
+      check(dt .. ' outer', ember.outer(on(v), on(w)), ember.outer(v, w), 1)
+      check(dt .. ' vector @ matrix', on(v):matmul(on(m):t()), v:matmul(m:t()), 300)
+    end
+  end)
+
+  it('gives the CPU gradients for matmul and linear (x @ w:t())', function()
+    for _, dt in ipairs({ 'float32', 'float16' }) do
+      local x0, w0 = data(dt, { 33, 70 }), data(dt, { 20, 70 })
+      local gy0 = data(dt, { 33, 20 })
+      local function grads(dev)
+        local x = x0:to(dev):detach():requires_grad_()
+        local w = w0:to(dev):detach():requires_grad_()
+        x:matmul(w:t()):backward(gy0:to(dev))
+        return x.grad, w.grad
+      end
+      local gx, gw = grads('cpu')
+      local vgx, vgw = grads(V)
+      check(dt .. ' linear x.grad', vgx, gx, 20)
+      check(dt .. ' linear w.grad', vgw, gw, 33)
+      -- matmul of a transposed operand and a bmm
+      local a0, b0, g0 = data(dt, { 2, 40, 9 }), data(dt, { 2, 40, 7 }), data(dt, { 2, 9, 7 })
+      local function grads2(dev)
+        local a = a0:to(dev):detach():requires_grad_()
+        local b = b0:to(dev):detach():requires_grad_()
+        a:transpose(2, 3):matmul(b):backward(g0:to(dev))
+        return a.grad, b.grad
+      end
+      local ga, gb = grads2('cpu')
+      local vga, vgb = grads2(V)
+      check(dt .. ' bmm a.grad', vga, ga, 7)
+      check(dt .. ' bmm b.grad', vgb, gb, 9)
+    end
+  end)
+
+  it('multiplies every integer dtype exactly, wrapping on overflow like the CPU', function()
+    for _, dt in ipairs({ 'int8', 'uint8', 'int16', 'int32', 'int64' }) do
+      local lo, hi = dt == 'uint8' and 0 or -100, 100 -- int8 and uint8 products overflow
+      for _, s in ipairs({ { 7, 9, 5 }, { 70, 33, 21 } }) do -- odd N: bytes of other rows
+        local a = VK.data(dt, { s[1], s[3] }, lo, hi)
+        local b = VK.data(dt, { s[2], s[3] }, lo, hi):t()
+        VK.agree(on(a):matmul(on(b)), a:matmul(b), dt .. ' ' .. table.concat(s, 'x'))
+      end
+      local c, a, b = VK.data(dt, { 4, 6, 7 }, lo, hi), VK.data(dt, { 4, 6, 3 }, lo, hi),
+        VK.data(dt, { 3, 7 }, lo, hi)
+      VK.agree(ember.baddbmm(on(c), on(a), on(b):expand(4, 3, 7), { beta = 2, alpha = -3 }),
+        ember.baddbmm(c, a, b:expand(4, 3, 7), { beta = 2, alpha = -3 }), dt .. ' baddbmm')
+    end
+    local big = ember.tensor({ { 2 ^ 40, 3 } }, { dtype = 'int64' })
+    local col = ember.tensor({ { 2 ^ 30 }, { 5 } }, { dtype = 'int64' })
+    VK.agree(on(big):matmul(on(col)), big:matmul(col), 'int64 beyond 2^64 wraps')
+  end)
+end)
