@@ -18,18 +18,18 @@
 #extension GL_GOOGLE_include_directive : require
 #include "reduce.glsl"
 
-// constant_id 0: fold | transform << 4 | finish << 8 | flags; constant_id 1: in | out << 4.
+// constant_id 0: fold | transform << 4 | flags; constant_id 1: the input format. What only
+// the epilogue uses (the finish, the output format, PARTIAL) travels in the push constants, so
+// that fewer pipelines serve every op.
 layout(constant_id = 0) const uint OPC = 0u;
-layout(constant_id = 1) const uint FMTS = 0u;
-const uint FOLD = OPC & 15u, XFORM = (OPC >> 4) & 15u, FINISH = (OPC >> 8) & 15u;
+layout(constant_id = 1) const uint IN_FMT = 0u;
+const uint FOLD = OPC & 15u, XFORM = (OPC >> 4) & 15u;
 const bool IDX_IN = (OPC & 0x1000u) != 0u;   // arg indices come from operand 4
-const bool PARTIAL = (OPC & 0x2000u) != 0u;  // a chunk's raw result (uint32 arg indices)
 // float32 lines of contiguous, 16-byte aligned elements (the host checks): 128-bit loads
 const bool VEC4 = (OPC & 0x4000u) != 0u;
 // x minus the line's first element before the transform: var and std take the mean and the
 // squared deviations of the shifted line (exactly 0 for a constant line, as on the CPU)
 const bool SHIFT0 = (OPC & 0x8000u) != 0u;
-const uint IN_FMT = FMTS & 15u, OUT_FMT = (FMTS >> 4) & 15u;
 
 #define A_SUM 0u
 #define A_PROD 1u
@@ -69,7 +69,7 @@ layout(push_constant) uniform Params {
   uint xbase, obase, cbase, ibase, pbase;
   uint chunk;            // elements of a line per chunk (grid z)
   uint gx;               // the grid's width in x
-  uint pad;
+  uint epi;              // finish | out format << 4 | 0x100 for a chunk's raw result (PARTIAL)
   uvec2 arg0;            // p of |x|^p (accumulator encoding)
   uvec2 arg1;            // the divisor (N_DIV, N_DIVSQRT) or 1 / p (N_ROOT)
 } pc;
@@ -149,12 +149,13 @@ ACC transform(ACC v, ACC c) {
 ACC finish(ACC v, ACC c) {
 #if !defined(VARIANT_I64)
   ACC div = arg_acc(pc.arg1);
-  switch (FINISH) {
+  uint fin = pc.epi & 15u;
+  switch (fin) {
   case N_DIV:
   case N_DIVSQRT: {
     // n - correction <= 0: the CPU divides by zero (a NaN for 0 / 0, else infinity)
     ACC q = div > ACC(0) ? v / div : (v == ACC(0) || isnan(v) ? ACC_NAN : v * ACC_INF);
-    return FINISH == N_DIVSQRT ? sqrt(q) : q;
+    return fin == N_DIVSQRT ? sqrt(q) : q;
   }
   case N_SQRT: return sqrt(v);
   case N_ROOT: return POW(v, div);
@@ -178,7 +179,7 @@ void main() {
   ACC acc = identity();
   uint best = NO_INDEX;
   ACC c = ACC(0);
-  if (valid && (XFORM == T_SQDEV || XFORM == T_EXPSHIFT || FINISH == N_LSE)) {
+  if (valid && (XFORM == T_SQDEV || XFORM == T_EXPSHIFT || (pc.epi & 15u) == N_LSE)) {
     c = load_c(pc.cbase + o, ACC_FMT);
   }
   if (valid) {
@@ -243,10 +244,11 @@ void main() {
     }
   }
   if (!valid || lane != 0u) return;
+  uint OUT_FMT = (pc.epi >> 4) & 15u;
   uint oe = gl_WorkGroupID.z * pc.osplit + a * uint(pc.oa) + k * uint(pc.ok);
   if (ARG) {
     store_out(pc.obase + oe, OUT_FMT, acc);
-    if (!PARTIAL) {  // final: int64 indices
+    if ((pc.epi & 0x100u) == 0u) {  // final: int64 indices
       oi_buf.w[2u * (pc.ibase + oe)] = best;
       oi_buf.w[2u * (pc.ibase + oe) + 1u] = 0u;
     } else {         // a chunk's partial: uint32 indices
@@ -254,5 +256,5 @@ void main() {
     }
     return;
   }
-  store_out(pc.obase + oe, OUT_FMT, finish(acc, c));
+  store_out(pc.obase + oe, OUT_FMT, (pc.epi & 0x100u) != 0u ? acc : finish(acc, c));
 }

@@ -102,10 +102,13 @@ uint rd_float_to_bf16(float f) {
     return f == F_BOOL ? (b != 0u ? 1l : 0l) : int64_t(b);                              \
   }
 #elif defined(VARIANT_F64)
+// (scans accumulate float32, float16 and bfloat16 in double too, on float64 devices)
 #define DEFINE_LOAD(NAME, BUF)                                                          \
   ACC NAME(uint e, uint f) {                                                            \
     if (f == F_F64) return packDouble2x32(uvec2(BUF.w[2u * e], BUF.w[2u * e + 1u]));    \
-    return double(uintBitsToFloat(BUF.w[e]));                                           \
+    if (f == F_F32) return double(uintBitsToFloat(BUF.w[e]));                           \
+    uint h = (BUF.w[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu;                             \
+    return double(f == F_F16 ? rd_half_to_float(h) : uintBitsToFloat(h << 16));         \
   }
 #else
 #define DEFINE_LOAD(NAME, BUF)                                                          \

@@ -9,33 +9,42 @@
 // one segment of its line, sums it, the lanes' totals are scanned, and each lane rescans its
 // segment from its offset.
 //
-// Operands: 0 out, 1 x.
+// Few long lines are cut into chunks (grid z) so that the device fills: the host first sums
+// (or multiplies) each chunk (reduce.comp), scans those totals along each line, and then each
+// chunk's scan starts from the total of the chunks before it (operand 2, HAS_CARRY).
+//
+// Operands: 0 out, 1 x, 2 the carries: inclusive scans of the chunk totals, [chunks, lines] in
+// the accumulator's format.
 //
 // variants: F32 F64 I64
 #extension GL_GOOGLE_include_directive : require
 #include "reduce.glsl"
 
-layout(constant_id = 0) const uint IS_PROD = 0u;
+layout(constant_id = 0) const uint OPC = 0u;  // is_prod | has_carry << 1
+const bool IS_PROD = (OPC & 1u) != 0u, HAS_CARRY = (OPC & 2u) != 0u;
 layout(constant_id = 1) const uint FMTS = 0u;
 const uint IN_FMT = FMTS & 15u, OUT_FMT = (FMTS >> 4) & 15u;
 
 layout(std430, set = 0, binding = 0) buffer Out { uint w[]; } out_buf;
 layout(std430, set = 0, binding = 1) readonly buffer X { uint w[]; } x_buf;
+layout(std430, set = 0, binding = 2) readonly buffer C { uint w[]; } c_buf;
 
 layout(push_constant) uniform Params {
   uint A, R, K, groups;
   int sa, sr, sk;
   int oa, orr, ok;       // out strides: across lines, along a line
   uint xbase, obase, gx;
+  uint chunk, cbase;     // elements of a line per chunk (grid z); the carries' offset
 } pc;
 
 DEFINE_LOAD(load_x, x_buf)
+DEFINE_LOAD(load_c, c_buf)
 DEFINE_STORE(store_out, out_buf)
 
 shared ACC sh[256];
 
-ACC identity() { return IS_PROD != 0u ? ACC(1) : ACC(0); }
-ACC op(ACC a, ACC b) { return IS_PROD != 0u ? a * b : a + b; }
+ACC identity() { return IS_PROD ? ACC(1) : ACC(0); }
+ACC op(ACC a, ACC b) { return IS_PROD ? a * b : a + b; }
 
 void main() {
   uint line, lane;
@@ -51,11 +60,13 @@ void main() {
   uint xoff = pc.xbase + a * uint(pc.sa) + k * uint(pc.sk);
   uint ooff = pc.obase + a * uint(pc.oa) + k * uint(pc.ok);
   uint s = line * TR + lane;
+  uint z = gl_WorkGroupID.z, r0 = z * pc.chunk, r1 = min(pc.R, r0 + pc.chunk);
+  ACC carry = identity();
+  if (HAS_CARRY && valid && z > 0u) carry = load_c(pc.cbase + (z - 1u) * (pc.A * pc.K) + o, ACC_FMT);
   if (LAYOUT == 0u) {
-    ACC carry = identity();
-    for (uint t = 0u; t < pc.R; t += TR) {
+    for (uint t = r0; t < r1; t += TR) {
       uint r = t + lane;
-      bool here = valid && r < pc.R;
+      bool here = valid && r < r1;
       ACC v = here ? load_x(xoff + r * uint(pc.sr), IN_FMT) : identity();
       for (uint d = 1u; d < TR; d <<= 1) {
         sh[s] = v;
@@ -78,20 +89,20 @@ void main() {
     }
     return;
   }
-  uint seg = (pc.R + TR - 1u) / TR;
-  uint r0 = min(pc.R, lane * seg), r1 = min(pc.R, r0 + seg);
-  ACC before = identity();
+  uint seg = (r1 - r0 + TR - 1u) / TR;
+  uint b0 = min(r1, r0 + lane * seg), b1 = min(r1, b0 + seg);
+  ACC before = carry;
   if (TR > 1u) {
     ACC total = identity();
     if (valid)
-      for (uint r = r0; r < r1; r++) total = op(total, load_x(xoff + r * uint(pc.sr), IN_FMT));
+      for (uint r = b0; r < b1; r++) total = op(total, load_x(xoff + r * uint(pc.sr), IN_FMT));
     sh[s] = total;
     memoryBarrierShared();
     barrier();
     for (uint j = 0u; j < lane; j++) before = op(before, sh[line * TR + j]);
   }
   if (!valid) return;
-  for (uint r = r0; r < r1; r++) {
+  for (uint r = b0; r < b1; r++) {
     before = op(before, load_x(xoff + r * uint(pc.sr), IN_FMT));
     store_out(ooff + r * uint(pc.orr), OUT_FMT, before);
   }

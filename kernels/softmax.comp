@@ -17,17 +17,23 @@ const bool IS_LOG = (OPC & 1u) != 0u;
 // float32 lines, contiguous and 16-byte aligned in x and out (the host checks): 128-bit loads
 // and stores
 const bool VEC4 = (OPC & 2u) != 0u;
+// Few long lines: the host computed each line's logsumexp (operand 2, accumulator format) with
+// reduce.comp's chunked reductions, and the lines' chunks (grid z) are written in parallel as
+// exp(x - lse) or x - lse.
+const bool HAS_LSE = (OPC & 4u) != 0u;
 layout(constant_id = 1) const uint FMTS = 0u;
 const uint IN_FMT = FMTS & 15u, OUT_FMT = (FMTS >> 4) & 15u;
 
 layout(std430, set = 0, binding = 0) buffer Out { uint w[]; } out_buf;
 layout(std430, set = 0, binding = 1) readonly buffer X { uint w[]; } x_buf;
+layout(std430, set = 0, binding = 2) readonly buffer C { uint w[]; } c_buf;
 
 layout(push_constant) uniform Params {
   uint A, R, K, groups;
   int sa, sr, sk;
   int oa, orr, ok;
   uint xbase, obase, gx;
+  uint chunk, cbase;  // elements of a line per chunk (HAS_LSE); the logsumexps' offset
 } pc;
 
 #if !defined(VARIANT_F64)
@@ -36,6 +42,7 @@ layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 q[]; } x4_buf;
 #endif
 
 DEFINE_LOAD(load_x, x_buf)
+DEFINE_LOAD(load_c, c_buf)
 DEFINE_STORE(store_out, out_buf)
 
 shared ACC sh_m[256];
@@ -74,7 +81,7 @@ void main() {
   uint ooff = pc.obase + a * uint(pc.oa) + k * uint(pc.ok);
   ACC m = -ACC_INF, s = ACC(0);
   uint nq = VEC4 ? pc.R >> 2 : 0u;  // quads, then the tail one by one
-  if (valid) {
+  if (valid && !HAS_LSE) {
 #if !defined(VARIANT_F64)
     for (uint j = lane; j < nq; j += TR) {
       vec4 q = x4_buf.q[(xoff >> 2) + j];
@@ -86,7 +93,7 @@ void main() {
 #endif
     for (uint r = 4u * nq + lane; r < pc.R; r += TR) add(m, s, load_x(xoff + r * uint(pc.sr), IN_FMT));
   }
-  if (TR > 1u) {
+  if (TR > 1u && !HAS_LSE) {
     uint i = line * TR + lane;
     sh_m[i] = m;
     sh_s[i] = s;
@@ -108,16 +115,25 @@ void main() {
     s = sh_s[line * TR];
   }
   if (!valid) return;
+  ACC inv, ls;
+  if (HAS_LSE) {  // exp(x - lse) * 1, x - lse - 0
+    m = load_c(pc.cbase + o, ACC_FMT);
+    s = ACC(1);
+  }
   bool bad = isinf(m) || isnan(m) || isnan(s);
-  ACC inv = ACC(1) / s, ls = LOG(s);
+  inv = ACC(1) / s;
+  ls = LOG(s);
+  uint r0 = gl_WorkGroupID.z * pc.chunk, r1 = min(pc.R, r0 + pc.chunk);
+  nq = VEC4 ? (r1 - r0) >> 2 : 0u;  // chunks are whole quads
 #if !defined(VARIANT_F64)
   for (uint j = lane; j < nq; j += TR) {
-    vec4 q = x4_buf.q[(xoff >> 2) + j];
-    out4_buf.q[(ooff >> 2) + j] = vec4(result(q.x, m, inv, ls, bad), result(q.y, m, inv, ls, bad),
-                                       result(q.z, m, inv, ls, bad), result(q.w, m, inv, ls, bad));
+    vec4 q = x4_buf.q[((xoff + r0) >> 2) + j];
+    out4_buf.q[((ooff + r0) >> 2) + j] =
+        vec4(result(q.x, m, inv, ls, bad), result(q.y, m, inv, ls, bad),
+             result(q.z, m, inv, ls, bad), result(q.w, m, inv, ls, bad));
   }
 #endif
-  for (uint r = 4u * nq + lane; r < pc.R; r += TR) {
+  for (uint r = r0 + 4u * nq + lane; r < r1; r += TR) {
     ACC v = load_x(xoff + r * uint(pc.sr), IN_FMT);
     store_out(ooff + r * uint(pc.orr), OUT_FMT, result(v, m, inv, ls, bad));
   }

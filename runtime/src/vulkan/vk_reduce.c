@@ -29,7 +29,7 @@ enum { FL_IDX_IN = 0x1000, FL_PARTIAL = 0x2000, FL_VEC4 = 0x4000, FL_SHIFT0 = 0x
 typedef struct red_push {
   uint32_t A, R, K, groups;
   int32_t sa, sr, sk, oa, ok;
-  uint32_t osplit, xbase, obase, cbase, ibase, pbase, chunk, gx, pad;
+  uint32_t osplit, xbase, obase, cbase, ibase, pbase, chunk, gx, epi;
   uint32_t arg0[2], arg1[2];
 } red_push;
 _Static_assert(sizeof(red_push) == 88, "reduce.comp's push constants");
@@ -67,8 +67,10 @@ static int launch(vk_device *D, const char *variant, uint32_t opc, uint32_t fmts
   L.module = variant[0] == 'I' ? "reduce_I64" : variant[1] == '6' ? "reduce_F64" : "reduce_F32";
   L.push = pc;
   L.push_size = sizeof *pc;
-  L.spec[0] = opc;
-  L.spec[1] = fmts;
+  /* the epilogue's choices (finish, out format, partial) go in the push constants */
+  L.spec[0] = opc & ~(0xf00u | FL_PARTIAL);
+  L.spec[1] = fmts & 15u;
+  pc->epi = ((opc >> 8) & 15u) | (fmts >> 4 & 15u) << 4 | (opc & FL_PARTIAL ? 0x100u : 0);
   L.spec[2] = P->tr;
   L.spec[3] = P->col;
   for (int i = 0; i < 5; i++) L.ops[i] = ops[i];
@@ -185,6 +187,34 @@ static int run_job(const vk_lines *L, const red_job *J) {
   return rc;
 }
 
+int vk_red_chunk_totals(const vk_lines *L, const char *fn, int is_prod, int64_t chunk,
+                        uint32_t chunks, em_tensor *part) {
+  const char *variant = vk_scan_variant(L->D, fn, (em_dtype)L->x->dtype_id);
+  vk_lanes P;
+  if (variant == NULL ||
+      vk_lanes_pick(&P, L->D, fn, L->A * L->K, L->R, L->sr, L->K, L->sk, 256) != 0)
+    return -1;
+  red_push pc = {0};
+  pc.A = (uint32_t)L->A;
+  pc.R = (uint32_t)L->R;
+  pc.K = (uint32_t)L->K;
+  pc.sa = (int32_t)L->sa;
+  pc.sr = (int32_t)L->sr;
+  pc.sk = (int32_t)L->sk;
+  pc.xbase = (uint32_t)L->x->offset;
+  pc.chunk = (uint32_t)chunk;
+  pc.oa = (int32_t)L->K;
+  pc.ok = 1;
+  pc.osplit = (uint32_t)(L->A * L->K);
+  pc.obase = (uint32_t)part->offset;
+  /* (the vec4 path is the F32 variant's) */
+  bool vec4 = variant[1] == '3' && vec4_lines(L, &P, false);
+  uint32_t opc = (is_prod ? A_PROD : A_SUM) | FL_PARTIAL | (vec4 ? FL_VEC4 : 0);
+  const em_tensor *ops[5] = {part, L->x, NULL, NULL, NULL};
+  return launch(L->D, variant, opc, (uint32_t)L->x->dtype_id | (uint32_t)part->dtype_id << 4, &P,
+                chunks, &pc, ops);
+}
+
 /* A job writing into out (keepdim shape) at out's own strides. */
 static red_job job_into(const char *fn, const vk_lines *L, em_tensor *out, uint32_t fold,
                         uint32_t xform, uint32_t finish) {
@@ -206,6 +236,20 @@ static em_tensor *centre_of(const vk_lines *L, const char *fn, uint32_t fold, ui
     return NULL;
   }
   return c;
+}
+
+em_tensor *vk_red_line_lse(const vk_lines *L, const char *fn) {
+  em_tensor *max = centre_of(L, fn, A_MAX, N_NONE, 0, 0);
+  if (max == NULL) return NULL;
+  em_tensor *lse = em_empty(1, (int64_t[1]){L->A * L->K}, (em_dtype)max->dtype_id,
+                            max->device_id);
+  red_job J = {fn, A_SUM, T_EXPSHIFT, N_LSE, 0, 0, 0, max, lse, NULL, L->K, 1};
+  if (lse && run_job(L, &J) != 0) {
+    em_release(lse);
+    lse = NULL;
+  }
+  em_release(max);
+  return lse;
 }
 
 static const char *reduce_name(em_reduce_op op) {

@@ -42,12 +42,26 @@ typedef struct vk_lanes {
 int vk_lanes_pick(vk_lanes *P, const vk_device *D, const char *fn, int64_t nlines, int64_t R,
                   int64_t sr, int64_t K, int64_t sk, uint32_t max_tr);
 
+/* Each chunk's sum (or product) of every line of L into part, [chunks, lines] in the
+ * accumulator dtype (float32, float64 or int64): the first step of a chunked scan. chunk is a
+ * multiple of 256. */
+int vk_red_chunk_totals(const vk_lines *L, const char *fn, int is_prod, int64_t chunk,
+                        uint32_t chunks, em_tensor *part);
+
+/* Each line's logsumexp, [lines] in the accumulator dtype (float32 or float64), from the
+ * chunked reductions of reduce.comp: softmax of few long lines. */
+em_tensor *vk_red_line_lse(const vk_lines *L, const char *fn);
+
 /* Whether the device is a CPU-type driver (lavapipe): fewer, costlier workgroups. */
 bool vk_red_cpu_type(const vk_device *D);
 
 /* The module variant of a dtype: "F32" (float32, float16, bfloat16), "F64", "I64" (integers and
  * bool); NULL for float64 on a device without shaderFloat64, with the error set. */
 const char *vk_red_variant(const vk_device *D, const char *fn, em_dtype d);
+
+/* Scans accumulate every float dtype in double where the device has float64 (a float32 running
+ * product drifts by about n/2 ulp; the CPU's runs in double), else as vk_red_variant. */
+const char *vk_scan_variant(const vk_device *D, const char *fn, em_dtype d);
 
 /* Error for strides or sizes beyond what 32-bit kernel indexing covers. */
 int vk_red_too_large(const vk_device *D, const char *fn);

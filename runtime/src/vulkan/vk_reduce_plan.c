@@ -66,6 +66,11 @@ const char *vk_red_variant(const vk_device *D, const char *fn, em_dtype d) {
   return em_dtypes[d].is_float ? "F32" : "I64";
 }
 
+const char *vk_scan_variant(const vk_device *D, const char *fn, em_dtype d) {
+  if (em_dtypes[d].is_float && (D->features & EM_FEATURE_FLOAT64)) return "F64";
+  return vk_red_variant(D, fn, d);
+}
+
 /* Tries x's own layout: true when the kept dims coalesce into at most two groups and the
  * reduced ones into one. */
 static bool plan_direct(vk_lines *L, const em_tensor *out, const em_tensor *x, uint32_t mask) {
@@ -158,10 +163,12 @@ void vk_lines_done(vk_lines *L) {
   L->tmp = NULL;
 }
 
-static uint32_t pow2_at_least(int64_t n, uint32_t cap) {
+/* The power of `base` (4 or 16) at least n, at most cap: lane counts are specialization
+ * constants, and fewer of them means fewer pipelines to compile (tens of ms each on lavapipe). */
+static uint32_t pow_at_least(int64_t n, uint32_t cap, int shift) {
   uint32_t p = 1;
-  while (p < cap && (int64_t)p < n) p <<= 1;
-  return p;
+  while (p < cap && (int64_t)p < n) p <<= shift;
+  return p < cap ? p : cap;
 }
 
 int vk_lanes_pick(vk_lanes *P, const vk_device *D, const char *fn, int64_t nlines, int64_t R,
@@ -170,13 +177,13 @@ int vk_lanes_pick(vk_lanes *P, const vk_device *D, const char *fn, int64_t nline
   P->col = K > 1 && R > 1 && abs64(sk) < abs64(sr);
   uint32_t tr;
   if (P->col) {
-    uint32_t lines = pow2_at_least(K, 64); /* 64 neighbours: 256 contiguous bytes of float32 */
+    uint32_t lines = pow_at_least(K, 64, 2); /* 64 neighbours: 256 contiguous bytes of float32 */
     tr = 256 / lines;
   } else {
     tr = 256;
   }
-  /* lanes enough for about 4 elements each: fewer steps to merge them */
-  uint32_t need = pow2_at_least(P->col ? R : (R + 3) / 4, 256);
+  /* lanes for at most about 4 elements each (1, 16 or 256 along a line; 1, 4, 16, 64 across) */
+  uint32_t need = P->col ? pow_at_least(R, 256, 2) : pow_at_least((R + 3) / 4, 256, 4);
   if (need < tr) tr = need;
   if (tr > max_tr) tr = max_tr;
   P->tr = tr;
