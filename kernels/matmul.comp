@@ -232,11 +232,10 @@ V4 load_a(uint base, uint row0, uint k0) {
     if (r < p.M && k < p.K) v = ld4_a(base + r * sm + k * sk);
     return v;
   }
-  bool along_k = (A_MODE & 1u) == 0u;
-  [[unroll]] for (uint j = 0u; j < 4u; j++) {
-    uint rj = along_k ? r : r + j, kj = along_k ? k + j : k;
-    if (rj < p.M && kj < p.K) v[j] = ld_a(base + rj * sm + kj * sk);
-  }
+  // one element at a time, each component named (no dynamic vector indexing)
+  uint dr = (A_MODE & 1u) == 0u ? 0u : 1u, dk = 1u - dr;
+#define LD_A(J, C) if (r + J * dr < p.M && k + J * dk < p.K) v.C = ld_a(base + (r + J * dr) * sm + (k + J * dk) * sk);
+  LD_A(0u, x) LD_A(1u, y) LD_A(2u, z) LD_A(3u, w)
   return v;
 }
 
@@ -249,18 +248,20 @@ V4 load_b(uint base, uint col0, uint k0) {
     if (k < p.K && n < p.N) v = ld4_b(base + k * sk + n * sn);
     return v;
   }
-  bool along_n = (B_MODE & 1u) == 0u;
-  [[unroll]] for (uint j = 0u; j < 4u; j++) {
-    uint kj = along_n ? k : k + j, nj = along_n ? n + j : n;
-    if (kj < p.K && nj < p.N) v[j] = ld_b(base + kj * sk + nj * sn);
-  }
+  uint dk = (B_MODE & 1u) == 0u ? 0u : 1u, dn = 1u - dk;
+#define LD_B(J, C) if (k + J * dk < p.K && n + J * dn < p.N) v.C = ld_b(base + (k + J * dk) * sk + (n + J * dn) * sn);
+  LD_B(0u, x) LD_B(1u, y) LD_B(2u, z) LD_B(3u, w)
   return v;
 }
 
 void store_a(uint buf, V4 v) {
   uvec2 rk = chunk_a();
   if ((A_MODE & 1u) == 0u) {  // 4 values of k for one row: transposed into [k][m]
-    [[unroll]] for (uint j = 0u; j < 4u; j++) As[(buf * BK + rk.y + j) * RS + rk.x / 4u][rk.x % 4u] = v[j];
+    uint at = (buf * BK + rk.y) * RS + rk.x / 4u, c = rk.x % 4u;
+    As[at][c] = v.x;
+    As[at + RS][c] = v.y;
+    As[at + 2u * RS][c] = v.z;
+    As[at + 3u * RS][c] = v.w;
   } else {
     As[(buf * BK + rk.y) * RS + rk.x / 4u] = v;
   }
@@ -271,7 +272,11 @@ void store_b(uint buf, V4 v) {
   if ((B_MODE & 1u) == 0u) {
     Bs[(buf * BK + kn.x) * RS + kn.y / 4u] = v;
   } else {
-    [[unroll]] for (uint j = 0u; j < 4u; j++) Bs[(buf * BK + kn.x + j) * RS + kn.y / 4u][kn.y % 4u] = v[j];
+    uint at = (buf * BK + kn.x) * RS + kn.y / 4u, c = kn.y % 4u;
+    Bs[at][c] = v.x;
+    Bs[at + RS][c] = v.y;
+    Bs[at + 2u * RS][c] = v.z;
+    Bs[at + 3u * RS][c] = v.w;
   }
 }
 
