@@ -26,4 +26,29 @@ uvec2 element_bits(uint i, uvec4 off) {
   return LD8(1, off.y) != 0u ? load_raw2(off.z, size) : load_raw3(off.w, size);
 }
 
-KERNEL_MAIN
+// ---- the vec4 path (FLAG_VEC4, set by the host): a dense copy of pc.size[0] 32-bit words
+// between 16-byte aligned ranges, 128 bits per access in a grid-stride loop; pc.base[0] and
+// pc.base[1] are the ranges' first quads. What a GPU's copy engine (vkCmdCopyBuffer) does at a
+// fraction of the bandwidth. ----
+#define FLAG_VEC4 (1u << 21)
+layout(std430, set = 0, binding = 0) buffer Quads0 { uvec4 q[]; } qbuf0;
+layout(std430, set = 0, binding = 1) readonly buffer Quads1 { uvec4 q[]; } qbuf1;
+
+void vec4_copy() {
+  uint words = pc.size[0], nq = words >> 2;
+  uint gid = gl_GlobalInvocationID.x, step_ = gl_NumWorkGroups.x * uint(WG_SIZE);
+  for (uint v = gid; v < nq; v += step_) {
+    qbuf0.q[pc.base[0] + v] = qbuf1.q[pc.base[1] + v];
+    if (nq - v <= step_) break;
+  }
+  if (gid < (words & 3u)) {
+    uint e = 4u * nq + gid;
+    buf0.w[4u * pc.base[0] + e] = buf1.w[4u * pc.base[1] + e];
+  }
+}
+
+KERNEL_MAIN_AS(general_main)
+void main() {
+  if ((kfmt() & FLAG_VEC4) != 0u) vec4_copy();
+  else general_main();
+}

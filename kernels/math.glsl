@@ -196,6 +196,18 @@ float fmod_f(float x, float y) {
   return uintBitsToFloat(ux | sx);
 }
 
+// sin, cos and tan need their argument within [-pi, pi] on some GPUs (NVIDIA's built-ins lose
+// three digits at x = 1e4): subtract the nearest multiple of 2 pi first, in three parts whose
+// products with k are exact for |k| < 2^11 (Cody and Waite), so |x| up to about 1e4 keeps
+// float accuracy.
+float reduce_2pi(float x) {
+  if (!(abs(x) > 3.14159265)) return x;  // small, or NaN
+  if (abs(x) >= 12868.0) return x;       // beyond the exact range: left to the built-in
+  precise float k = round(x * 0.15915494309189535);
+  precise float r = ((x - k * 6.28125) - k * 0.0019350051879882812) - k * 3.019916050561733e-07;
+  return r;
+}
+
 // Python's floor division and modulo, as the CPU computes them (c10::div_floor_floating).
 float floordiv_f(float a, float b) {
   if (b == 0.0) return a / b;

@@ -46,7 +46,7 @@
 // ---- typed access: operands 1-3 share the compute format; operand 0 may be bool ----
 #if defined(VARIANT_F32)
 #define DEFINE_LOAD(K)                                                                   \
-  T load##K(uint e) {                                                                   \
+  T fetch##K(uint e) {                                                                   \
     uint f = fmt_of(K);                                                                 \
     if (f == F_F32) return uintBitsToFloat(LD32(K, e));                                 \
     if (f == F_F16) return half_to_float(LD16(K, e));                                   \
@@ -61,13 +61,13 @@ uvec2 encode(T v) {
 T scalar_arg() { return uintBitsToFloat(pc.arg[0]); }
 #elif defined(VARIANT_F64)
 #define DEFINE_LOAD(K)                                                                   \
-  T load##K(uint e) { return packDouble2x32(LD64(K, e)); }
+  T fetch##K(uint e) { return packDouble2x32(LD64(K, e)); }
 uvec2 encode(T v) { return unpackDouble2x32(v); }
 T scalar_arg() { return packDouble2x32(uvec2(pc.arg[0], pc.arg[1])); }
 #elif defined(VARIANT_I32)
 // Sign- or zero-extended to int; bool reads as 0 or 1.
 #define DEFINE_LOAD(K)                                                                   \
-  T load##K(uint e) {                                                                   \
+  T fetch##K(uint e) {                                                                   \
     uint f = fmt_of(K);                                                                 \
     if (f == F_I32) return int(LD32(K, e));                                             \
     if (f == F_I16) return bitfieldExtract(int(LD16(K, e)), 0, 16);                     \
@@ -81,13 +81,36 @@ uvec2 encode(T v) {  // the low bits: the store keeps what the format holds
 T scalar_arg() { return int(pc.arg[0]); }
 #else
 #define DEFINE_LOAD(K)                                                                   \
-  T load##K(uint e) { return int64_t(packUint2x32(LD64(K, e))); }
+  T fetch##K(uint e) { return int64_t(packUint2x32(LD64(K, e))); }
 uvec2 encode(T v) { return unpackUint2x32(uint64_t(v)); }
 T scalar_arg() { return int64_t(packUint2x32(uvec2(pc.arg[0], pc.arg[1]))); }
 #endif
 DEFINE_LOAD(1)
 DEFINE_LOAD(2)
 DEFINE_LOAD(3)
+
+// Immediate operands (FLAG_IMM1-3, set by the host): a scalar from the host arrives in the
+// push constants instead of a device buffer, already in the compute format: stride[4k + 2]
+// and stride[4k + 3] hold operand k's value (its strides are all 0, and those two slots are
+// not read for a stride-0 operand's geometry).
+#define FLAG_IMM1 (1u << 22)
+#define FLAG_IMM2 (1u << 23)
+#define FLAG_IMM3 (1u << 24)
+T imm_value(uint k) {
+  uvec2 bits = uvec2(uint(pc.stride[4u * k + 2u]), uint(pc.stride[4u * k + 3u]));
+#if defined(VARIANT_F32)
+  return uintBitsToFloat(bits.x);
+#elif defined(VARIANT_F64)
+  return packDouble2x32(bits);
+#elif defined(VARIANT_I32)
+  return int(bits.x);
+#else
+  return int64_t(packUint2x32(bits));
+#endif
+}
+T load1(uint e) { return (kfmt() & FLAG_IMM1) != 0u ? imm_value(1u) : fetch1(e); }
+T load2(uint e) { return (kfmt() & FLAG_IMM2) != 0u ? imm_value(2u) : fetch2(e); }
+T load3(uint e) { return (kfmt() & FLAG_IMM3) != 0u ? imm_value(3u) : fetch3(e); }
 
 uvec2 encode_bool(bool v) { return uvec2(v ? 1u : 0u, 0u); }
 
@@ -168,9 +191,9 @@ T unary_op(uint op, T x) {
   case 4u: return log_f(x);
   case 5u: return log1p_f(x);
   case 6u: return expm1_f(x);
-  case 9u: return sin(x);
-  case 10u: return cos(x);
-  case 11u: return tan(x);
+  case 9u: return sin(reduce_2pi(x));
+  case 10u: return cos(reduce_2pi(x));
+  case 11u: return tan(reduce_2pi(x));
   case 12u: return tanh_f(x);
   case 13u: return 1.0 / (1.0 + exp_f(-x));
   case 15u: return 0.5 * x * (1.0 + erf_f(x * 0.70710678118654752440));
@@ -214,7 +237,11 @@ T binary_op(uint op, T a, T b) {
   case 32u: return a + b;
   case 33u: return a - b;
   case 34u: return a * b;
-  case OP_ADD_ALPHA: return a + scalar_arg() * b;
+  case OP_ADD_ALPHA: {  // not fused into an FMA: the CPU rounds the product first
+    precise T prod = scalar_arg() * b;
+    precise T sum = a + prod;
+    return sum;
+  }
 #if IS_FLOAT
   case 35u: return a / b;
   case 40u: return (a > b || is_nan(a)) ? a : b;  // NaN on either side wins

@@ -21,6 +21,7 @@ static const char *progname = "ember";
 static const char usage[] =
   "usage: ember [options] [script.lua [args...]]\n"
   "  (no script)     start the interactive REPL\n"
+  "  bench [options] time training steps of a model on each device (bench --help)\n"
   "  -e stmt         run the Lua statement stmt\n"
   "  -l mod          require the module mod, as a global named after its last part\n"
   "  -i              open the REPL after running the script (or the -e statements)\n"
@@ -168,10 +169,15 @@ static int run_options(lua_State *L, char **argv, int end) {
   return 0;
 }
 
-/* Runs the script at argv[script] with its arguments as `...`. */
+/* Runs the script at argv[script] with its arguments as `...`. The built-in commands
+ * (`ember bench ...`) run the Lua module of that name, unless a file of that name exists. */
 static int run_script(lua_State *L, int argc, char **argv, int script) {
   const char *path = argv[script];
-  int status = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
+  int status;
+  if (strcmp(path, "bench") == 0 && access(path, F_OK) != 0)
+    status = luaL_loadstring(L, "return require('ember.bench').main({...})");
+  else
+    status = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
   if (status != 0) return status;
   for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
   return cli_pcall(L, argc - script - 1, 0);

@@ -111,6 +111,8 @@ void em_set_gc_hook(em_gc_hook hook, void *userdata);
  * this to pace its collector, since it cannot see the memory behind its handles. */
 int64_t em_alloc_pressure(void);
 void em_alloc_pressure_reset(void);
+/* Bytes of live storages on every device together (what the collector's pace follows). */
+int64_t em_alloc_live(void);
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
 em_tensor *em_retain(em_tensor *t);
@@ -548,6 +550,9 @@ int em_device_start(int device);
 /* Waits until the device has finished the work queued so far (device -1: every device).
  * Work is otherwise submitted in batches and waited for only when the host reads data. */
 int em_synchronize(int device);
+/* Starts the work recorded for the device (-1: every device) without waiting for it: a host
+ * about to spend a while elsewhere (a garbage collection) lets the device run meanwhile. */
+int em_flush(int device);
 
 /* EMBER_FFI_END */
 

@@ -70,6 +70,7 @@ static int64_t allocated_everywhere(void) {
 }
 int64_t em_alloc_pressure(void) { return allocated_everywhere() - pressure_mark; }
 void em_alloc_pressure_reset(void) { pressure_mark = allocated_everywhere(); }
+int64_t em_alloc_live(void) { return allocated_everywhere(); }
 
 void em_memory_note_alloc(int device, size_t nbytes) {
   device_memory *m = &memory[device];

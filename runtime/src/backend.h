@@ -34,6 +34,11 @@ struct em_class_loss;
 
 struct em_backend {
   const char *name;
+  /* Whether the elementwise slots (unary ... addc) take host scalars: an operand whose storage
+   * is a CPU cell holding one value of the compute dtype (storage->device_id != device_id,
+   * all strides 0). A GPU backend passes it to the kernel as an immediate; without this flag
+   * such scalars are first copied to a one-element device tensor. */
+  bool host_scalars;
 
   /* ---- memory ---- */
   /* Fills s->data / s->backend_ctx for s->nbytes bytes; -1 with an OOM error on failure. */
@@ -144,10 +149,12 @@ struct em_backend {
                              const em_tensor *x, const em_tensor *mean, const em_tensor *rstd,
                              const em_tensor *weight, const struct em_norm_geom *g);
   /* Cross entropy (log_softmax != 0: x holds scores, lse receives each row's logsumexp) or
-   * NLL (x holds log-probabilities, lse is NULL); loss and lse are [N, S]. total_weight gets
-   * the summed weights of the counted targets (the mean's denominator). A target out of
-   * [0, C) that is not ignore_index is an error. */
-  int (*class_loss)(int log_softmax, em_tensor *loss, em_tensor *lse, double *total_weight,
+   * NLL (x holds log-probabilities, lse is NULL); loss and lse are [N, S]. total_weight, a 0-d
+   * tensor of x's dtype, gets the summed weights of the counted targets (the mean's
+   * denominator): a tensor, so a GPU divides by it without the host waiting for the number.
+   * A target out of [0, C) that is not ignore_index is an error (a GPU may report it at its
+   * next synchronization instead of at the call). */
+  int (*class_loss)(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor *total_weight,
                     const em_tensor *x, const em_tensor *target, const em_tensor *weight,
                     const struct em_class_loss *L);
   int (*class_loss_backward)(int log_softmax, em_tensor *gx, const em_tensor *gloss,

@@ -317,6 +317,17 @@ int em_synchronize(int device) {
   return 0;
 }
 
+int em_flush(int device) {
+  if (device != -1 && em_check_device("flush", device) != 0) return -1;
+  for (int d = 1; d < device_count; d++) {
+    if ((device != -1 && d != device) || __atomic_load_n(&devices[d].state, __ATOMIC_ACQUIRE) != 1 ||
+        devices[d].desc.flush == NULL)
+      continue;
+    if (devices[d].desc.flush(devices[d].desc.ctx) != 0) return -1;
+  }
+  return 0;
+}
+
 int em_device_release_cache(int device) {
   if (device <= EM_CPU || device >= device_count) return 0;
   if (__atomic_load_n(&devices[device].state, __ATOMIC_ACQUIRE) != 1) return 0;

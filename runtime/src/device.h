@@ -25,6 +25,8 @@ typedef struct em_device_desc {
   /* Waits for all queued work; frees the allocator's cached blocks. Called only once started. */
   int (*synchronize)(void *ctx);
   int (*empty_cache)(void *ctx);
+  /* Starts recorded work without waiting for it (NULL: the device has nothing to start). */
+  int (*flush)(void *ctx);
 } em_device_desc;
 
 /* Adds a device named desc->backend->name; returns its id, or -1 when the table is full. */

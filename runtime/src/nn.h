@@ -118,7 +118,7 @@ int em_ag_record_embedding(em_tensor *out, const em_tensor *weight, const em_ten
 int em_ag_record_class_loss(bool log_softmax, em_tensor *out, const em_tensor *x,
                             const em_tensor *lse, const em_tensor *target,
                             const em_tensor *weight, const em_class_loss *L, int reduction,
-                            double denom);
+                            const em_tensor *denom);
 
 /* ---- CPU kernels ----------------------------------------------------------------------------
  * Weak, like the other families' entry points (cpu.h): a missing one leaves its slot NULL. */
@@ -145,7 +145,7 @@ int em_cpu_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_t
 int em_cpu_group_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
                                const em_tensor *x, const em_tensor *mean, const em_tensor *rstd,
                                const em_tensor *weight, const em_norm_geom *g) EM_NN_WEAK;
-int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, double *total_weight,
+int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor *total_weight,
                       const em_tensor *x, const em_tensor *target, const em_tensor *weight,
                       const struct em_class_loss *L) EM_NN_WEAK;
 int em_cpu_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *gloss,

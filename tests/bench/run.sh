@@ -9,3 +9,14 @@ echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo 
 "./$BUILD/ember" tests/bench/overhead.lua
 "./$BUILD/ember" tests/bench/elementwise.lua
 "./$BUILD/ember" tests/bench/training.lua
+# The GPU section, when Ember sees a Vulkan GPU (not a CPU-type driver such as lavapipe): the
+# elementwise bandwidth and matmul against PyTorch CUDA (when python3 has it), and the training
+# step per device. tests/gpu/run.sh runs the same on a GPU machine without packages.
+if "./$BUILD/ember" -e 'for _, d in ipairs(ember.devices()) do if d.type == "discrete" or d.type == "integrated" then os.exit(0) end end os.exit(1)'; then
+  "./$BUILD/ember" tests/gpu/bench.lua vulkan
+  if [ -f tests/gpu/matmul.lua ]; then "./$BUILD/ember" tests/gpu/matmul.lua vulkan; fi
+  for b in 64 256; do "./$BUILD/ember" bench --model cnn --batch-size "$b"; done
+  python3 tests/gpu/torch_cnn.py 64 256 || echo "(no PyTorch CUDA reference)"
+else
+  echo "GPU section skipped: no Vulkan GPU (a CPU-type driver does not count)"
+fi

@@ -58,6 +58,37 @@ describe('the ember program', function()
 
   teardown(function() os.execute('rm -rf ' .. q(tmpdir)) end)
 
+  describe('ember bench', function()
+    it('times training steps per device and prints the comparison table', function()
+      local out, err, rc = ember('bench --model mlp --batch-size 8 --steps 2 --warmup 1 --devices cpu,cpu')
+      assert.are.equal(0, rc, err)
+      contains(out, 'model mlp, batch 8, 2 steps after 1 warm-up')
+      local rows = 0
+      for ms, sps, ratio in out:gmatch('\ncpu%s+%d+ threads%s+([%d.]+)%s+(%d+)%s+([%d.]+)') do
+        rows = rows + 1
+        assert.is_true(tonumber(ms) > 0 and tonumber(sps) > 0, out)
+        if rows == 1 then assert.are.equal('1.00', ratio) end
+      end
+      assert.are.equal(2, rows, out)
+    end)
+
+    it('rejects a bad option and an unknown device with a clear message', function()
+      local _, err, rc = ember('bench --model resnet --steps 1 --devices cpu')
+      assert.are_not.equal(0, rc)
+      contains(err, "bench: --model must be cnn or mlp, got 'resnet'")
+      local _, err2, rc2 = ember('bench --devices nosuch')
+      assert.are_not.equal(0, rc2)
+      contains(err2, 'nosuch')
+    end)
+
+    it('prints its options with --help', function()
+      local out, err, rc = ember('bench --help')
+      assert.are.equal(0, rc, err)
+      contains(out, 'usage: ember bench')
+      contains(out, '--batch-size')
+    end)
+  end)
+
   describe('scripts', function()
     it('gets its arguments in arg and as ...', function()
       local script = write_file('args.lua', [[

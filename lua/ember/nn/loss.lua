@@ -230,13 +230,18 @@ loss_module('L1Loss', function(self, x, t) return F.l1_loss(x, t, self.reduction
 loss_module('SmoothL1Loss', function(self, x, t)
   return F.smooth_l1_loss(x, t, self.reduction, self.opts.beta)
 end)
+-- The class-loss modules call nn.functional's forms: the fused kernels when the runtime has
+-- them (one pass, no host round trip: the composites above read min/max back to check the
+-- targets), else the composites.
+local function nnF() return require('ember.nn').functional end
 loss_module('NLLLoss', function(self, x, t)
-  return F.nll_loss(x, t, { weight = self.opts.weight, ignore_index = self.opts.ignore_index,
+  return nnF().nll_loss(x, t, { weight = self.opts.weight, ignore_index = self.opts.ignore_index,
     reduction = self.reduction })
 end)
 loss_module('CrossEntropyLoss', function(self, x, t)
-  return F.cross_entropy(x, t, { weight = self.opts.weight, ignore_index = self.opts.ignore_index,
-    reduction = self.reduction, label_smoothing = self.opts.label_smoothing })
+  return nnF().cross_entropy(x, t, { weight = self.opts.weight,
+    ignore_index = self.opts.ignore_index, reduction = self.reduction,
+    label_smoothing = self.opts.label_smoothing })
 end)
 loss_module('BCELoss', function(self, x, t)
   return F.binary_cross_entropy(x, t, self.opts.weight, self.reduction)

@@ -301,6 +301,10 @@ function Module:to(a, b)
           ember_core.C.em_clear_error()
           if device_arg then target = target:to(device_arg) end
           if dtype_arg and target:is_floating_point() then target = target:to(dtype_arg) end
+          -- a moved parameter stays a leaf that requires grad, as before the move
+          if target ~= t and field == '_parameters' then
+            target = target:detach():requires_grad_(t.requires_grad)
+          end
           if target ~= t then ember_core.replace(t, target) end
         end
       end

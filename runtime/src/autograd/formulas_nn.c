@@ -471,7 +471,8 @@ static int class_loss_backward(em_node *node, const em_tensor *g, em_tensor **gi
   int k = 2;
   if (log_softmax && (lse = em_ag_saved(node, k++)) == NULL) return -1;
   if (node->ints[5] && (weight = em_ag_saved(node, k++)) == NULL) return -1;
-  if (x == NULL || target == NULL) return -1;
+  const em_tensor *denom = reduction == EM_REDUCTION_MEAN ? em_ag_saved(node, k++) : NULL;
+  if (x == NULL || target == NULL || (reduction == EM_REDUCTION_MEAN && denom == NULL)) return -1;
   em_class_loss L = {node->ints[2], node->ints[3], node->ints[4], node->ints[6],
                      node->scalars[0]};
   /* the gradient of each row's loss: g itself (no reduction), or g (/ denominator) for all */
@@ -480,8 +481,7 @@ static int class_loss_backward(em_node *node, const em_tensor *g, em_tensor **gi
   if (reduction == EM_REDUCTION_NONE) {
     gl = em_reshape(g, 2, rows);
   } else {
-    T s = reduction == EM_REDUCTION_MEAN ? em_binary_scalar(EM_DIV, g, node->scalars[1], 0)
-                                         : ref(g);
+    T s = reduction == EM_REDUCTION_MEAN ? em_binary(EM_DIV, g, denom) : ref(g);
     gl = s ? em_expand(s, 2, rows) : NULL;
     em_release(s);
   }
@@ -495,7 +495,7 @@ static int class_loss_backward(em_node *node, const em_tensor *g, em_tensor **gi
 int em_ag_record_class_loss(bool log_softmax, em_tensor *out, const em_tensor *x,
                             const em_tensor *lse, const em_tensor *target,
                             const em_tensor *weight, const em_class_loss *L, int reduction,
-                            double denom) {
+                            const em_tensor *denom) {
   em_node *node = em_ag_node_new(log_softmax ? "CrossEntropyLossBackward" : "NllLossBackward",
                                  class_loss_backward, 1, &x);
   if (node == NULL) return -1;
@@ -504,9 +504,9 @@ int em_ag_record_class_loss(bool log_softmax, em_tensor *out, const em_tensor *x
   v[5] = weight != NULL, v[6] = L->ignore_index;
   node->n_ints = 7;
   node->scalars[0] = L->smoothing;
-  node->scalars[1] = denom;
   if (em_ag_save(node, x) != 0 || em_ag_save(node, target) != 0 ||
-      (lse && em_ag_save(node, lse) != 0) || (weight && em_ag_save(node, weight) != 0)) {
+      (lse && em_ag_save(node, lse) != 0) || (weight && em_ag_save(node, weight) != 0) ||
+      (reduction == EM_REDUCTION_MEAN && em_ag_save(node, denom) != 0)) {
     em_node_release(node);
     return -1;
   }

@@ -76,7 +76,7 @@ static int check_targets(const int64_t *t, int64_t n, const em_class_loss *L, bo
 CLASS_LOSS(class_loss_f32, float)
 CLASS_LOSS(class_loss_f64, double)
 
-int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, double *total_weight,
+int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor *total_weight,
                       const em_tensor *x, const em_tensor *target, const em_tensor *weight,
                       const em_class_loss *L) {
   bool lsm = log_softmax != 0, f64 = x->dtype_id == EM_FLOAT64;
@@ -94,7 +94,8 @@ int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, double *
       total += class_loss_f32(lsm, (float *)em_cpu_ptr(loss), lse ? (float *)em_cpu_ptr(lse) : NULL,
                               (const float *)em_cpu_ptr(x), t, weight, W, L, i);
   }
-  *total_weight = total;
+  if (total_weight->dtype_id == EM_FLOAT64) *(double *)em_cpu_ptr(total_weight) = total;
+  else *(float *)em_cpu_ptr(total_weight) = (float)total;
   return 0;
 }
 

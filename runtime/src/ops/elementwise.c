@@ -107,7 +107,10 @@ int em_ew_prepare(em_ew *ew) {
       ew->ready[i] = &ew->view[i];
       continue;
     }
-    if (t->ndim == 0 && ew->device_id == EM_CPU && t->dtype_id != (int32_t)ew->compute) {
+    bool cell_ok = ew->device_id == EM_CPU ? t->dtype_id != (int32_t)ew->compute
+                                           : host_scalar && !(ew->keep >> i & 1) &&
+                                                 em_device_backend(ew->device_id)->host_scalars;
+    if (t->ndim == 0 && cell_ok) {
       /* Convert a 0-dim operand into a stack cell instead of allocating a cast. */
       em_storage *cs = &ew->cell_storage[i];
       em_tensor cell_tensor, *v = &cell_tensor;
@@ -130,7 +133,7 @@ int em_ew_prepare(em_ew *ew) {
       ew->ready[i] = &ew->view[i];
       continue;
     }
-    if (host_scalar) {
+    if (host_scalar) { /* a device without host_scalars: a device tensor of one element */
       double value = em_load_as_double(t->storage->data, (em_dtype)t->dtype_id);
       em_dtype d = (ew->keep >> i & 1) ? (em_dtype)t->dtype_id : ew->compute;
       ew->owned[i] = em_scalar_tensor(value, d, ew->device_id, 1);

@@ -6,8 +6,9 @@
  * [N, d1, ...], or unbatched scores [C] with a 0-d target. The kernel sees x as [N, C, S] and
  * targets as [N, S] (int64, 0-based), writes each row's loss (and, for cross entropy, its
  * logsumexp, which the backward reuses instead of recomputing the softmax's normalizer), and
- * returns the summed weights of the counted targets: the mean's denominator, kept on the node
- * as a number. float16 / bfloat16 compute in float32.
+ * the summed weights of the counted targets: the mean's denominator, a 0-d tensor on x's
+ * device (saved on the node), so that neither the mean nor its backward makes the host wait
+ * for a GPU. float16 / bfloat16 compute in float32.
  */
 #include "../autograd/record.h"
 #include "../nn.h"
@@ -81,11 +82,11 @@ static em_tensor *class_loss_half(const char *fn, bool lsm, const em_tensor *x,
 }
 
 /* The unreduced loss [N, d...] reduced as asked (without recording: the op records itself). */
-static em_tensor *reduce_loss(em_tensor *loss, em_reduction reduction, double denom) {
+static em_tensor *reduce_loss(em_tensor *loss, em_reduction reduction, const em_tensor *denom) {
   if (reduction == EM_REDUCTION_NONE) return em_retain(loss);
   em_tensor *s = em_reduce(EM_SUM, loss, 0, NULL, 0);
   if (s == NULL || reduction == EM_REDUCTION_SUM) return s;
-  em_tensor *m = em_binary_scalar(EM_DIV, s, denom, 0);
+  em_tensor *m = em_binary(EM_DIV, s, denom);
   em_release(s);
   return m;
 }
@@ -107,12 +108,12 @@ static em_tensor *class_loss(const char *fn, bool lsm, const em_tensor *x, const
   em_tensor *loss = em_empty(target->ndim, target->sizes, (em_dtype)x->dtype_id, x->device_id);
   em_tensor *lse = lsm ? em_empty(target->ndim, target->sizes, (em_dtype)x->dtype_id, x->device_id)
                        : NULL;
-  em_tensor *out = NULL;
-  double total = 0;
-  int rc = x3 && t64 && (cw || !weight) && loss && (lse || !lsm) ? 0 : -1;
+  em_tensor *total = em_empty(0, NULL, (em_dtype)x->dtype_id, x->device_id), *out = NULL;
+  int rc = x3 && t64 && (cw || !weight) && loss && (lse || !lsm) && total ? 0 : -1;
   if (rc == 0 && be->class_loss == NULL)
     rc = em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name);
-  if (rc == 0 && L.N * L.S > 0) rc = be->class_loss(lsm, loss, lse, &total, x3, t64, cw, &L);
+  if (rc == 0 && L.N * L.S > 0) rc = be->class_loss(lsm, loss, lse, total, x3, t64, cw, &L);
+  else if (rc == 0) rc = em_zero_(total);
   if (rc == 0) {
     int mode = em_set_grad_enabled(0);
     out = reduce_loss(loss, reduction, total);
@@ -123,8 +124,8 @@ static em_tensor *class_loss(const char *fn, bool lsm, const em_tensor *x, const
   if (rc == 0 && em_ag_should_record(1, ins) &&
       em_ag_record_class_loss(lsm, out, x, lse, t64, cw, &L, reduction, total) != 0)
     rc = -1;
-  em_tensor *tmp[6] = {cx, cw, t64, x3, loss, lse};
-  for (int i = 0; i < 6; i++) em_release(tmp[i]);
+  em_tensor *tmp[7] = {cx, cw, t64, x3, loss, lse, total};
+  for (int i = 0; i < 7; i++) em_release(tmp[i]);
   if (rc != 0) {
     em_error_prefix(fn);
     em_release(out);

@@ -43,7 +43,7 @@
   X(vkGetBufferMemoryRequirements) X(vkBindBufferMemory) X(vkCreateCommandPool)               \
   X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                   \
   X(vkResetCommandBuffer) X(vkCreateFence) X(vkResetFences) X(vkWaitForFences)                \
-  X(vkQueueSubmit) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdDispatch)                \
+  X(vkQueueSubmit) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdUpdateBuffer) X(vkCmdDispatch)                \
   X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdBindDescriptorSets)                       \
   X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)                \
   X(vkCreatePipelineLayout) X(vkCreateDescriptorSetLayout) X(vkCreateDescriptorPool)          \
@@ -78,7 +78,8 @@ enum {
   VK_TEST_FAIL_START = 1,        /* "fail-start": starting any Vulkan device fails */
   VK_TEST_SOFTWARE_AS_GPU = 2,   /* "software-as-gpu": CPU-type drivers rank as integrated GPUs */
   VK_TEST_NO_PUSH_DESCRIPTORS = 4, /* "no-push-descriptors": use descriptor pools instead */
-  VK_TEST_SMALL_GRID = 8          /* "small-grid": dispatch at most 2 workgroups */
+  VK_TEST_SMALL_GRID = 8,         /* "small-grid": dispatch at most 2 workgroups */
+  VK_TEST_GPU_COPIES = 16         /* "gpu-copies": dense copies take a GPU's path (a kernel) */
 };
 unsigned em_vk_test_hooks(void);
 
@@ -131,6 +132,7 @@ typedef struct vk_frame {
   bool recording, pending;
   uint64_t serial;            /* its submission number once pending */
   uint32_t dispatches;
+  uint64_t groups;            /* workgroups recorded: large work starts early (vk_command.c) */
 } vk_frame;
 
 typedef struct vk_device vk_device;
@@ -215,6 +217,7 @@ struct vk_device {
   uint32_t pipe_cap, pipe_count;
   uint32_t pipes_unsaved;     /* created since the cache file was last written */
   char cache_path[512];
+  struct vk_flag *flag;       /* device-side error reports (vk_flag.c); NULL until needed */
 };
 
 extern VkInstance em_vk_instance;
@@ -253,7 +256,23 @@ int em_vk_wait_idle(vk_device *D);
 int em_vk_wait_serial(vk_device *D, uint64_t serial);
 /* Notes one more dispatch; submits the batch when it is long enough. */
 int em_vk_count_dispatch(vk_device *D);
+/* The same for a dispatch of this many workgroups. */
+int em_vk_count_groups(vk_device *D, uint64_t groups);
 int em_vk_synchronize(void *ctx);
+int em_vk_flush(void *ctx);
+
+/* vk_flag.c: device-side error reports. A kernel that meets bad input it cannot refuse up
+ * front without a host round trip (a class index out of range) writes a few words into a
+ * small host-visible buffer and carries on; the host looks at them after each wait for the
+ * device and raises the error there, as CUDA's device-side asserts surface at the next
+ * synchronization. Words: [0] nonzero when set, [1] and [2] details, [3] which report. */
+enum { VK_FLAG_CLASS_INDEX = 1 };
+/* The flag buffer as an int32 [4] operand for em_vk_launch (D->lock held); NULL on failure. */
+const em_tensor *em_vk_flag_tensor(vk_device *D);
+/* Makes the kernels' flag writes so far visible to the host (records a barrier). */
+void em_vk_flag_barrier(vk_device *D);
+/* After a wait: raises (returns -1 with the message) and clears a set flag. D->lock held. */
+int em_vk_flag_check(vk_device *D);
 
 /* vk_transfer.c */
 int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes);

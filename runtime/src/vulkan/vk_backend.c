@@ -7,6 +7,14 @@
 
 /* The kernel-table functions of each area, defined in its own file. */
 /* -- reductions (vk_reduce.c) -- */
+int em_vk_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask);
+int em_vk_moments(em_tensor *out, const em_tensor *x, uint32_t mask, double correction,
+                  int take_sqrt);
+int em_vk_norm(em_tensor *out, const em_tensor *x, uint32_t mask, double p);
+int em_vk_arg_reduce(int is_max, em_tensor *values, em_tensor *indices, const em_tensor *x,
+                     int dim);
+int em_vk_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim);
+int em_vk_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim);
 
 /* -- matmul (vk_matmul.c) -- */
 int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
@@ -15,8 +23,37 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
 /* -- indexing and sorting (vk_index.c) -- */
 
 /* -- convolution and pooling (vk_conv.c) -- */
+int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                 const struct em_conv_geom *g);
+int em_vk_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                            const em_tensor *bias, const struct em_conv_geom *g);
+int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                             const struct em_conv_geom *g);
+int em_vk_max_pool2d(em_tensor *y, em_tensor *indices, const em_tensor *x,
+                     const struct em_pool_geom *g);
+int em_vk_max_unpool2d(em_tensor *gx, const em_tensor *gy, const em_tensor *indices);
+int em_vk_avg_pool2d(em_tensor *y, const em_tensor *x, const struct em_pool_geom *g);
+int em_vk_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const struct em_pool_geom *g);
 
 /* -- normalization and losses (vk_norm.c) -- */
+int em_vk_batch_norm_stats(em_tensor *mean, em_tensor *var, const em_tensor *x);
+int em_vk_channel_affine(em_tensor *y, const em_tensor *x, const em_tensor *scale,
+                         const em_tensor *shift);
+int em_vk_batch_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
+                              const em_tensor *x, const em_tensor *mean, const em_tensor *invstd,
+                              const em_tensor *weight, int training);
+int em_vk_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_tensor *x,
+                     const em_tensor *weight, const em_tensor *bias,
+                     const struct em_norm_geom *g);
+int em_vk_group_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
+                              const em_tensor *x, const em_tensor *mean, const em_tensor *rstd,
+                              const em_tensor *weight, const struct em_norm_geom *g);
+int em_vk_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor *total_weight,
+                     const em_tensor *x, const em_tensor *target, const em_tensor *weight,
+                     const struct em_class_loss *L);
+int em_vk_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *gloss,
+                              const em_tensor *x, const em_tensor *lse, const em_tensor *target,
+                              const em_tensor *weight, const struct em_class_loss *L);
 
 /* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
 
@@ -26,6 +63,7 @@ static int synchronize_all(void) { return em_synchronize(-1); }
 
 const em_backend em_vulkan_backend = {
   .name = "vulkan",
+  .host_scalars = true,
   .storage_alloc = em_vk_storage_alloc,
   .storage_free = em_vk_storage_free,
   .read = em_vk_read,
@@ -42,6 +80,12 @@ const em_backend em_vulkan_backend = {
   .lerp = em_vk_lerp,
   .addc = em_vk_addc,
   /* -- reductions -- */
+  .reduce = em_vk_reduce,
+  .moments = em_vk_moments,
+  .norm = em_vk_norm,
+  .arg_reduce = em_vk_arg_reduce,
+  .scan = em_vk_scan,
+  .softmax = em_vk_softmax,
 
   /* -- matmul -- */
   .gemm = em_vk_gemm,
@@ -49,8 +93,22 @@ const em_backend em_vulkan_backend = {
   /* -- indexing and sorting -- */
 
   /* -- convolution and pooling -- */
+  .conv2d = em_vk_conv2d,
+  .conv2d_input_grad = em_vk_conv2d_input_grad,
+  .conv2d_weight_grad = em_vk_conv2d_weight_grad,
+  .max_pool2d = em_vk_max_pool2d,
+  .max_unpool2d = em_vk_max_unpool2d,
+  .avg_pool2d = em_vk_avg_pool2d,
+  .avg_pool2d_backward = em_vk_avg_pool2d_backward,
 
   /* -- normalization and losses -- */
+  .batch_norm_stats = em_vk_batch_norm_stats,
+  .channel_affine = em_vk_channel_affine,
+  .batch_norm_backward = em_vk_batch_norm_backward,
+  .group_norm = em_vk_group_norm,
+  .group_norm_backward = em_vk_group_norm_backward,
+  .class_loss = em_vk_class_loss,
+  .class_loss_backward = em_vk_class_loss_backward,
 
   /* -- random numbers and optimizer steps -- */
 

@@ -20,7 +20,10 @@
 
 #include "vk.h"
 
-enum { VK_EARLY_SUBMIT = 16 };
+/* An idle device gets the batch early: after VK_EARLY_SUBMIT dispatches, or as soon as the
+ * batch holds VK_EARLY_GROUPS workgroups (one large op: a millisecond of work that should not
+ * wait for the host's next op or its garbage collection). */
+enum { VK_EARLY_SUBMIT = 16, VK_EARLY_GROUPS = 2048 };
 
 int em_vk_command_init(vk_device *D) {
   VkCommandPoolCreateInfo pi = {
@@ -95,6 +98,7 @@ VkCommandBuffer em_vk_cmd(vk_device *D) {
   }
   f->recording = true;
   f->dispatches = 0;
+  f->groups = 0;
   D->bound = VK_NULL_HANDLE;
   return f->cmd;
 }
@@ -126,7 +130,7 @@ int em_vk_wait_serial(vk_device *D, uint64_t serial) {
     vk_frame *f = &D->frames[i];
     if (f->pending && f->serial <= serial && retire(D, f) != 0) return -1;
   }
-  return 0;
+  return D->flag ? em_vk_flag_check(D) : 0;
 }
 
 int em_vk_wait_idle(vk_device *D) {
@@ -134,14 +138,19 @@ int em_vk_wait_idle(vk_device *D) {
   if (em_vk_submit(D) != 0) return -1;
   for (int i = 0; i < VK_FRAMES; i++)
     if (retire(D, &D->frames[i]) != 0) return -1;
-  return 0;
+  return D->flag ? em_vk_flag_check(D) : 0;
+}
+
+int em_vk_count_groups(vk_device *D, uint64_t groups) {
+  D->frames[D->current].groups += groups;
+  return em_vk_count_dispatch(D);
 }
 
 int em_vk_count_dispatch(vk_device *D) {
   vk_frame *f = &D->frames[D->current];
   f->dispatches++;
   if (f->dispatches >= VK_BATCH_DISPATCHES) return em_vk_submit(D);
-  if (f->dispatches >= VK_EARLY_SUBMIT) {
+  if (f->dispatches >= VK_EARLY_SUBMIT || f->groups >= VK_EARLY_GROUPS) {
     bool busy = false;
     for (int i = 0; i < VK_FRAMES && !busy; i++) busy = D->frames[i].pending;
     if (!busy) return em_vk_submit(D);
@@ -171,6 +180,14 @@ void em_vk_hazards(vk_device *D, VkCommandBuffer cmd, vk_block *const *reads, in
     if (reads[i]) reads[i]->read_epoch = D->epoch;
   for (int i = 0; i < nwrites; i++)
     if (writes[i]) writes[i]->write_epoch = D->epoch;
+}
+
+int em_vk_flush(void *ctx) {
+  vk_device *D = ctx;
+  pthread_mutex_lock(&D->lock);
+  int rc = em_vk_submit(D);
+  pthread_mutex_unlock(&D->lock);
+  return rc;
 }
 
 int em_vk_synchronize(void *ctx) {

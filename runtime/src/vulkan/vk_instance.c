@@ -261,6 +261,7 @@ int em_vulkan_discover(void) {
       .start = em_vk_start,
       .info = em_vk_info,
       .synchronize = em_vk_synchronize,
+      .flush = em_vk_flush,
       .empty_cache = em_vk_empty_cache,
     };
     int id = em_device_register(&desc);

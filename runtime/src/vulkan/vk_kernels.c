@@ -15,12 +15,14 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "vk.h"
 
 /* Op codes beyond the em_unary_op / 32 + em_binary_op ranges (kernels/pointwise.comp). */
 enum { OP_ADD_ALPHA = 57, OP_CLAMP = 64, OP_LERP = 65, OP_ADDCMUL = 66, OP_ADDCDIV = 67 };
-enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20, FLAG_VEC4 = 1 << 21 };
+enum { FLAG_HAS_LO = 1 << 16, FLAG_HAS_HI = 1 << 17, FLAG_PACKED = 1 << 20, FLAG_VEC4 = 1 << 21,
+       FLAG_IMM1 = 1 << 22 };
 enum { COPY_OP_COPY, COPY_OP_FILL, COPY_OP_WHERE };
 enum { CAST_OP_CAST, CAST_OP_ARANGE, CAST_OP_LINSPACE, CAST_OP_ARANGE_INT };
 
@@ -89,11 +91,20 @@ static bool vec4_fits(vk_kernel_id k, const geometry *g, const em_tensor *const 
   return true;
 }
 
-/* The vec4 path's grid: a grid-stride loop over at most this many workgroups of 256 (a few
- * per SM or compute unit of a large GPU: 16 per SM on a 132-SM H100, about two waves at full
- * occupancy), fewer when the tensor needs fewer; em_vk_dispatch also applies the device's
- * maxComputeWorkGroupCount. */
-enum { VEC4_MAX_GROUPS = 2048 };
+/* The vec4 path's grid: a grid-stride loop over at most this many workgroups of 256. On a GPU
+ * the dispatch limit (65535: four quads per invocation for 1 GiB), which measured best on an
+ * H100 (x + y at 2.83 TB/s against 2.64 with 2048 groups); on a CPU-type driver, where each
+ * workgroup costs a function call, 2048. EMBER_VK_VEC4_GROUPS overrides it (tuning). */
+static uint32_t vec4_max_groups(const vk_device *D) {
+  static uint32_t forced = ~0u;
+  if (forced == ~0u) {
+    const char *e = getenv("EMBER_VK_VEC4_GROUPS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    forced = v > 0 && v <= 65535 ? (uint32_t)v : 0;
+  }
+  if (forced) return forced;
+  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 2048 : 65535;
+}
 
 static int too_large(const vk_device *D, const char *fn) {
   return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
@@ -101,9 +112,12 @@ static int too_large(const vk_device *D, const char *fn) {
                            "beyond 2^31", fn, D->name);
 }
 
-/* Records the dispatches of kernel k over the geometry; p holds op, fmt and args. */
+static void put_imm(vk_params *p, vk_kernel_id k, int q, const em_tensor *t);
+
+/* Records the dispatches of kernel k over the geometry; p holds op, fmt and args. imm[q],
+ * when set, is a host scalar standing for operand q (ts[q] is then NULL). */
 static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
-               const em_tensor *const *ts, int nops) {
+               const em_tensor *const *ts, int nops, const em_tensor *const *imm) {
   geometry g;
   build_geometry(&g, ts, nops);
   int inner = g.ndim < 4 ? g.ndim : 4, outer = g.ndim - inner;
@@ -123,6 +137,8 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
     for (int q = 0; q < nops; q++) /* beyond nops, stride[] may carry arguments (linspace) */
       p->stride[4 * q + d] = d < inner ? (int32_t)g.stride[q][src] : 0;
   }
+  for (int q = 1; q < nops; q++)
+    if (imm[q]) put_imm(p, k, q, imm[q]);
   /* 1- and 2-byte outputs laid out in iteration order are stored a word at a time. */
   if (em_dtypes[ts[0]->dtype_id].size < 4) {
     bool dense = true;
@@ -138,7 +154,7 @@ static int run(vk_device *D, const char *fn, vk_kernel_id k, vk_params *p,
   if (outer == 0 && vec4_fits(k, &g, ts, nops)) {
     uint64_t quads = ((uint64_t)n + 3) / 4;
     p->fmt |= FLAG_VEC4;
-    p->n = (uint32_t)(quads < VEC4_MAX_GROUPS * 256u ? quads : VEC4_MAX_GROUPS * 256u);
+    p->n = (uint32_t)(quads < vec4_max_groups(D) * 256ull ? quads : vec4_max_groups(D) * 256ull);
   }
   /* One dispatch per index of the outer dimensions (none when ndim <= 4). */
   int64_t index[EM_MAX_DIMS] = {0};
@@ -163,7 +179,40 @@ static uint32_t formats(const em_tensor *const *ts, int nops) {
   return f;
 }
 
-/* Locks the operands' device around the dispatches. */
+/* A host scalar (backend.h, host_scalars): a stride-0 view of a CPU cell holding one value of
+ * the compute dtype, standing for a scalar operand. */
+static bool is_host_scalar(const em_tensor *t) {
+  return t != NULL && t->storage->device_id != t->device_id;
+}
+
+/* Operand q's value as an immediate in the class's encoding (pointwise.comp's imm_value). */
+static void put_imm(vk_params *p, vk_kernel_id k, int q, const em_tensor *t) {
+  const char *src = (const char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
+  uint64_t bits = 0;
+  if (k == VK_KERNEL_PW_F32) {
+    float f = (float)em_load_as_double(src, (em_dtype)t->dtype_id);
+    memcpy(&bits, &f, 4);
+  } else if (k == VK_KERNEL_PW_F64) {
+    double d = em_load_as_double(src, (em_dtype)t->dtype_id);
+    memcpy(&bits, &d, 8);
+  } else if (k == VK_KERNEL_PW_I32) {
+    uint32_t i = (uint32_t)em_load_as_int64(src, (em_dtype)t->dtype_id);
+    bits = i;
+  } else {
+    int64_t i = em_load_as_int64(src, (em_dtype)t->dtype_id);
+    memcpy(&bits, &i, 8);
+  }
+  memcpy(&p->stride[4 * q + 2], &bits, 8);
+  p->fmt |= (uint32_t)FLAG_IMM1 << (q - 1);
+}
+
+static bool pointwise_kernel(vk_kernel_id k) {
+  return k == VK_KERNEL_PW_F32 || k == VK_KERNEL_PW_I32 || k == VK_KERNEL_PW_F64 ||
+         k == VK_KERNEL_PW_I64;
+}
+
+/* Locks the operands' device around the dispatches. Host scalars become immediates for the
+ * pointwise kernels, and one-element device tensors for the others (copy's where). */
 static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor *const *ts,
                   int nops) {
   vk_device *D = em_vk_device(ts[0]->device_id);
@@ -172,9 +221,37 @@ static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor 
                              "%s: not implemented on %s for float64 (the device lacks "
                              "shaderFloat64)", fn, D->name);
   p->fmt |= formats(ts, nops);
-  pthread_mutex_lock(&D->lock);
-  int rc = run(D, fn, k, p, ts, nops);
-  pthread_mutex_unlock(&D->lock);
+  const em_tensor *dev_ts[4] = {NULL}, *imm[4] = {NULL};
+  em_tensor views[4];
+  em_tensor *owned[4] = {NULL};
+  int rc = 0;
+  for (int q = 0; q < nops; q++) {
+    dev_ts[q] = ts[q];
+    if (q == 0 || !is_host_scalar(ts[q])) continue;
+    if (pointwise_kernel(k)) {
+      imm[q] = ts[q];
+      dev_ts[q] = NULL;
+      continue;
+    }
+    const em_tensor *t = ts[q];
+    const char *src = (const char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
+    owned[q] = em_scalar_tensor(em_load_as_double(src, (em_dtype)t->dtype_id), (em_dtype)t->dtype_id,
+                                t->device_id, 0);
+    if (owned[q] == NULL) {
+      rc = -1;
+      break;
+    }
+    views[q] = *t;
+    views[q].storage = owned[q]->storage;
+    views[q].offset = owned[q]->offset;
+    dev_ts[q] = &views[q];
+  }
+  if (rc == 0) {
+    pthread_mutex_lock(&D->lock);
+    rc = run(D, fn, k, p, dev_ts, nops, imm);
+    pthread_mutex_unlock(&D->lock);
+  }
+  for (int q = 0; q < 4; q++) em_release(owned[q]);
   return rc;
 }
 
@@ -212,9 +289,17 @@ static void put_scalar(vk_params *p, vk_kernel_id k, double v) {
 /* Whether t's elements fill [offset, offset + numel) of its storage in row-major order. */
 static bool dense_rows(const em_tensor *t) { return em_is_contiguous(t) != 0; }
 
-/* Same-dtype copies between dense, non-overlapping ranges are buffer copies: the copy engine
- * on a GPU, a memcpy on lavapipe (measured there: 3 ms instead of 45 for 32 MiB). Returns 1
- * when recorded, 0 when the kernel must do it, -1 on error. */
+/* Whether the device is a CPU-type driver (lavapipe), where transfers are memcpys. */
+static bool cpu_type(const vk_device *D) {
+  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+         !(em_vk_test_hooks() & VK_TEST_GPU_COPIES);
+}
+
+/* Same-dtype copies between dense, non-overlapping ranges: on a CPU-type driver a buffer copy,
+ * which is a memcpy there (measured on lavapipe: 3 ms instead of 45 for 32 MiB); on a GPU the
+ * copy kernel's vec4 path when both ranges are 16-byte aligned and whole words (the copy engine
+ * moved 0.8 TB/s on an H100, the kernel three times that). Returns 1 when recorded, 0 when the
+ * general kernel must do it, -1 on error. */
 static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
   if (!dense_rows(dst) || !dense_rows(src)) return 0;
   vk_device *D = em_vk_device(dst->device_id);
@@ -223,6 +308,24 @@ static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
   uint64_t n = (uint64_t)em_numel(dst) * es;
   uint64_t od = bd->offset + (uint64_t)dst->offset * es, os = bs->offset + (uint64_t)src->offset * es;
   if (bd->slab == bs->slab && od < os + n && os < od + n) return 0; /* overlapping */
+  if (!cpu_type(D)) {
+    uint64_t rd = (uint64_t)dst->offset * es, rs = (uint64_t)src->offset * es;
+    if (rd % 16 != 0 || rs % 16 != 0 || n % 4 != 0 || n / 4 > UINT32_MAX) return 0;
+    vk_params p = {0};
+    p.op = COPY_OP_COPY;
+    p.fmt = FLAG_VEC4 | formats((const em_tensor *const[]){dst, src}, 2);
+    p.ndim = 1;
+    p.size[0] = (uint32_t)(n / 4);
+    p.base[0] = (uint32_t)(rd / 16);
+    p.base[1] = (uint32_t)(rs / 16);
+    uint64_t quads = (n / 4 + 3) / 4;
+    p.n = (uint32_t)(quads < vec4_max_groups(D) * 256ull ? quads : vec4_max_groups(D) * 256ull);
+    const em_tensor *ts[2] = {dst, src};
+    pthread_mutex_lock(&D->lock);
+    int rc = em_vk_dispatch(D, VK_KERNEL_COPY, &p, ts, 2);
+    pthread_mutex_unlock(&D->lock);
+    return rc == 0 ? 1 : -1;
+  }
   pthread_mutex_lock(&D->lock);
   VkCommandBuffer cmd = em_vk_cmd(D);
   if (cmd != NULL) {

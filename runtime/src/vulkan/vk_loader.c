@@ -100,6 +100,7 @@ unsigned em_vk_test_hooks(void) {
     if (strstr(env, "software-as-gpu")) hooks |= VK_TEST_SOFTWARE_AS_GPU;
     if (strstr(env, "no-push-descriptors")) hooks |= VK_TEST_NO_PUSH_DESCRIPTORS;
     if (strstr(env, "small-grid")) hooks |= VK_TEST_SMALL_GRID;
+    if (strstr(env, "gpu-copies")) hooks |= VK_TEST_GPU_COPIES;
   }
   cached = (int)hooks;
   return hooks;

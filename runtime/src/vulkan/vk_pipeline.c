@@ -409,7 +409,7 @@ static int record(vk_device *D, VkPipeline pipeline, vk_block *const *blocks, co
   if (push_size > 0)
     D->fn.vkCmdPushConstants(cmd, D->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
   D->fn.vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
-  return em_vk_count_dispatch(D);
+  return em_vk_count_groups(D, (uint64_t)groups[0] * groups[1] * groups[2]);
 }
 
 int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,

@@ -2,8 +2,8 @@
  * vk_transfer.c: host <-> device copies (the `read` and `write` slots) through host-visible
  * staging buffers, the Vulkan form of pinned memory.
  *
- * A write copies the host data into a free staging buffer and records a buffer copy into the
- * current batch: it returns without waiting, and the staging buffer stays busy until that batch
+ * A write of a few aligned bytes is recorded inline (vkCmdUpdateBuffer). A larger write copies
+ * the host data into a free staging buffer and records a buffer copy into the current batch: it returns without waiting, and the staging buffer stays busy until that batch
  * completes. A read records the copy into a staging buffer, submits, waits for that batch (the
  * only place besides synchronize where the host waits), then copies out. Transfers larger than
  * a staging piece go piece by piece. Staging buffers are kept for reuse, up to a bound, and
@@ -16,6 +16,9 @@
 static const uint64_t PIECE = 16u << 20;        /* bytes per staging copy */
 static const uint64_t STAGING_CAP = 64u << 20;  /* staging bytes kept before waiting */
 static const uint64_t STAGING_MIN = 1u << 20;
+/* Small writes (a scalar, a hyperparameter, a few indices) travel inside the command buffer
+ * (vkCmdUpdateBuffer allows 64 KiB): no staging buffer is held until the batch completes. */
+enum { INLINE_WRITE = 4096 };
 
 static vk_staging *new_staging(vk_device *D, uint64_t size) {
   vk_staging *st = calloc(1, sizeof *st);
@@ -104,6 +107,18 @@ int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes) {
   vk_block *b = s->backend_ctx;
   int rc = 0;
   pthread_mutex_lock(&D->lock);
+  uint64_t dst = b->offset + offset;
+  if (nbytes <= INLINE_WRITE && nbytes % 4 == 0 && dst % 4 == 0) {
+    VkCommandBuffer cmd = nbytes ? em_vk_cmd(D) : NULL;
+    if (cmd != NULL) {
+      vk_block *w[1] = {b};
+      em_vk_hazards(D, cmd, NULL, 0, w, 1);
+      D->fn.vkCmdUpdateBuffer(cmd, b->slab->buffer, dst, nbytes, src);
+    }
+    rc = nbytes == 0 ? 0 : cmd ? em_vk_count_dispatch(D) : -1;
+    pthread_mutex_unlock(&D->lock);
+    return rc;
+  }
   for (size_t done = 0; done < nbytes && rc == 0;) {
     uint64_t n = nbytes - done < PIECE ? nbytes - done : PIECE;
     vk_staging *st = get_staging(D, n);

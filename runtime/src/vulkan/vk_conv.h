@@ -1,0 +1,27 @@
+/*
+ * vk_conv.h: what the convolution and pooling files of the Vulkan backend (vk_conv.c,
+ * vk_pool.c) share.
+ */
+#ifndef EMBER_VK_CONV_H
+#define EMBER_VK_CONV_H
+
+#include "vk.h"
+
+/* The nn slots take float32, or float64 where the device has shaderFloat64: 0, or -1 with a
+ * "not implemented" error naming the op. */
+static inline int em_vk_conv_float(const em_tensor *t, const char *fn) {
+  vk_device *D = em_vk_device(t->device_id);
+  if (t->dtype_id == EM_FLOAT32) return 0;
+  if (t->dtype_id == EM_FLOAT64 && (D->features & EM_FEATURE_FLOAT64)) return 0;
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s for %s%s", fn,
+                           D->name, em_dtype_name((em_dtype)t->dtype_id),
+                           t->dtype_id == EM_FLOAT64 ? " (the device lacks shaderFloat64)" : "");
+}
+
+/* Workgroups for a 1-D grid-stride kernel of 256 threads over n elements. */
+static inline uint32_t em_vk_conv_blocks(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  return (uint32_t)(b > 65535 ? 65535 : b);
+}
+
+#endif

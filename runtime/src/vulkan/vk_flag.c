@@ -1,0 +1,86 @@
+/*
+ * vk_flag.c: device-side error reports (vk.h says why). Each device gets, on first use, a
+ * 16-byte host-visible buffer wrapped as an int32 [4] tensor so kernels can bind it like any
+ * operand; the host reads it through its mapping after waits, which costs nothing when no
+ * kernel reported anything. The buffer lives as long as the device (as staging buffers do).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk.h"
+
+typedef struct vk_flag {
+  VkBuffer buffer;
+  VkDeviceMemory memory;
+  volatile uint32_t *words;
+  vk_slab slab;               /* a one-block slab, so em_vk_launch can bind it */
+  vk_block block;
+  em_storage storage;
+  em_tensor tensor;
+} vk_flag;
+
+enum { FLAG_BYTES = 16 };
+
+static int flag_create(vk_device *D) {
+  vk_flag *f = calloc(1, sizeof *f);
+  if (f == NULL) return em_error_kind_set(EM_ERR_OOM, "%s: out of host memory", D->name);
+  if (em_vk_alloc_buffer(D, 256, D->mem.staging_type, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                         &f->buffer, &f->memory) != 0) {
+    free(f);
+    return -1;
+  }
+  void *p = NULL;
+  VkResult r = D->fn.vkMapMemory(D->dev, f->memory, 0, VK_WHOLE_SIZE, 0, &p);
+  if (r != VK_SUCCESS) {
+    D->fn.vkDestroyBuffer(D->dev, f->buffer, NULL);
+    D->fn.vkFreeMemory(D->dev, f->memory, NULL);
+    free(f);
+    return em_error("%s: mapping the error-flag buffer failed (%s)", D->name, em_vk_result_name(r));
+  }
+  f->words = p;
+  memset(p, 0, FLAG_BYTES);
+  if (!D->mem.staging_coherent) {
+    VkMappedMemoryRange mr = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = f->memory,
+                              .size = VK_WHOLE_SIZE};
+    D->fn.vkFlushMappedMemoryRanges(D->dev, 1, &mr);
+  }
+  f->slab = (vk_slab){.buffer = f->buffer, .size = FLAG_BYTES, .used = FLAG_BYTES};
+  f->block = (vk_block){.slab = &f->slab, .offset = 0, .size = FLAG_BYTES};
+  f->storage = (em_storage){.refcount = 1, .device_id = D->id, .nbytes = FLAG_BYTES,
+                            .backend_ctx = &f->block};
+  f->tensor = (em_tensor){.sizes = {4}, .strides = {1}, .ndim = 1, .dtype_id = EM_INT32,
+                          .device_id = D->id, .refcount = 1, .storage = &f->storage};
+  D->flag = f;
+  return 0;
+}
+
+const em_tensor *em_vk_flag_tensor(vk_device *D) {
+  if (D->flag == NULL && flag_create(D) != 0) return NULL;
+  return &D->flag->tensor;
+}
+
+void em_vk_flag_barrier(vk_device *D) {
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd == NULL) return;
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+int em_vk_flag_check(vk_device *D) {
+  vk_flag *f = D->flag;
+  VkMappedMemoryRange mr = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = f->memory,
+                            .size = VK_WHOLE_SIZE};
+  if (!D->mem.staging_coherent) D->fn.vkInvalidateMappedMemoryRanges(D->dev, 1, &mr);
+  if (f->words[0] == 0) return 0;
+  uint32_t what = f->words[0], a = f->words[1], b = f->words[2], lsm = f->words[3];
+  f->words[0] = 0;
+  if (!D->mem.staging_coherent) D->fn.vkFlushMappedMemoryRanges(D->dev, 1, &mr);
+  if (what == VK_FLAG_CLASS_INDEX)
+    return em_error("%s: class index %d (0-based) is out of range for %u classes (found on %s, "
+                    "reported at its next synchronization)", lsm ? "cross_entropy" : "nll_loss",
+                    (int)a, b, D->name);
+  return em_error("%s: a kernel reported an error (code %u)", D->name, what);
+}

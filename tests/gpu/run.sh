@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole GPU-machine run in one command (docs/performance.md, ../shared/GPU.md): the Vulkan
+# specs under the static `ember` program, the elementwise/matmul/training benchmarks against
+# PyTorch CUDA, and the main job on the GPU. Expects the static program in .gpu/ember, its
+# libraries in .gpu/lib, busted's pure-Lua modules (luassert, say) in .gpu/lua/share and the
+# Vulkan loader's .debs in .gl/. Results go to $OUT (or /tmp/ember-gpu).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/ember-gpu}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
+export LUA_PATH="$PWD/.gpu/lua/share/?.lua;$PWD/.gpu/lua/share/?/init.lua;;"
+# The specs start child processes with `luajit script.lua`: the ember program runs them.
+mkdir -p /tmp/ember-shim
+printf '#!/bin/sh\nexec %s "$@"\n' "$PWD/.gpu/ember" > /tmp/ember-shim/luajit
+chmod +x /tmp/ember-shim/luajit
+export PATH=/tmp/ember-shim:$PATH
+E=.gpu/ember
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+step() { echo "== $*"; }
+step specs; timeout 300 $E tests/gpu/specs.lua tests/lua/vulkan*_spec.lua > "$OUT/specs.txt" 2>&1; tail -40 "$OUT/specs.txt"
+step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"
+if [ -f tests/gpu/matmul.lua ]; then step matmul; timeout 240 $E tests/gpu/matmul.lua vulkan 2>&1 | tee "$OUT/matmul.txt"; fi
+step training; for b in 64 256; do timeout 120 $E bench --model cnn --batch-size $b --steps 20 --devices vulkan 2>&1 | tee -a "$OUT/training.txt"; done
+timeout 120 python3 tests/gpu/torch_cnn.py 64 256 2>&1 | tee -a "$OUT/training.txt"
+step main-job; timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --checkpoint "" 2>&1 | grep -v '%' | tee "$OUT/main_job.txt"
