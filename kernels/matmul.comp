@@ -293,24 +293,34 @@ void store_one(uint e, float acc) {
   atomicAnd(ow[e >> 1], ~(0xffffu << s));
   atomicOr(ow[e >> 1], h << s);
 }
+// A whole word w holding two elements of this invocation.
+void store_pair(uint w, float acc_lo, float acc_hi) {
+  float lo = p.alpha * acc_lo, hi = p.alpha * acc_hi;
+  if (p.beta != 0.0) {
+    uint old = ow[w];
+    lo += p.beta * h16_to_float(old & 0xffffu);
+    hi += p.beta * h16_to_float(old >> 16);
+  }
+  ow[w] = float_to_h16(lo) | (float_to_h16(hi) << 16);
+}
+// 4 elements of a row from column col (components named: no dynamic vector indexing)
 void store_row(uint e, uint col, V4 acc) {
   if ((FLAGS & 2u) != 0u && col + 3u < p.N) {  // e even: two whole words
-    [[unroll]] for (uint h = 0u; h < 2u; h++) {
-      uint w = (e >> 1) + h;
-      float lo = p.alpha * acc[2u * h], hi = p.alpha * acc[2u * h + 1u];
-      if (p.beta != 0.0) {
-        uint old = ow[w];
-        lo += p.beta * h16_to_float(old & 0xffffu);
-        hi += p.beta * h16_to_float(old >> 16);
-      }
-      ow[w] = float_to_h16(lo) | (float_to_h16(hi) << 16);
-    }
+    store_pair(e >> 1, acc.x, acc.y);
+    store_pair((e >> 1) + 1u, acc.z, acc.w);
     return;
   }
-  [[unroll]] for (uint j = 0u; j < 4u; j++)
-    if (col + j < p.N) store_one(e + j, acc[j]);
+  if (col < p.N) store_one(e, acc.x);
+  if (col + 1u < p.N) store_one(e + 1u, acc.y);
+  if (col + 2u < p.N) store_one(e + 2u, acc.z);
+  if (col + 3u < p.N) store_one(e + 3u, acc.w);
 }
 #else
+void store_elem(uint e, T acc) {
+  T v = p.alpha * acc;
+  if (p.beta != T(0)) v += p.beta * ld_o(e);
+  st_o(e, v);
+}
 void store_row(uint e, uint col, V4 acc) {
 #ifdef IS_F32
   if ((FLAGS & 2u) != 0u && col + 3u < p.N) {
@@ -320,13 +330,10 @@ void store_row(uint e, uint col, V4 acc) {
     return;
   }
 #endif
-  [[unroll]] for (uint j = 0u; j < 4u; j++) {
-    if (col + j < p.N) {
-      T v = p.alpha * acc[j];
-      if (p.beta != T(0)) v += p.beta * ld_o(e + j);
-      st_o(e + j, v);
-    }
-  }
+  if (col < p.N) store_elem(e, acc.x);
+  if (col + 1u < p.N) store_elem(e + 1u, acc.y);
+  if (col + 2u < p.N) store_elem(e + 2u, acc.z);
+  if (col + 3u < p.N) store_elem(e + 3u, acc.w);
 }
 #endif
 
