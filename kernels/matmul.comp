@@ -56,7 +56,11 @@
 #define NT 256
 #define TM (BM / 16)                // rows (and columns) per invocation
 #define TV (TM / 4)                 // ... in vec4s
-#define LOADS (BM * BK / (4 * NT))  // 4-element chunks per invocation per operand (2 or 1)
+// Every variant loads one 4-element chunk per invocation per operand and slice (BM * BK = 1024),
+// held in plain variables (ra, rb) between the global load and the shared store.
+#if BM * BK != 4 * NT
+#error "one chunk per invocation"
+#endif
 #define RS (BM / 4 + 1)             // a shared row in vec4s, padded
 
 layout(local_size_x = NT) in;
@@ -205,22 +209,22 @@ V4 ld4_b(uint e) { return V4(b[e], b[e + 1u], b[e + 2u], b[e + 3u]); }
 #endif
 #endif
 
-// Chunk c of this invocation: its tile coordinates. For a: (r, k) with r the row in the tile;
+// This invocation's chunk: its tile coordinates. For a: (r, k) with r the row in the tile;
 // the chunk covers (r, k..k+3) along K or (r..r+3, k) along M. For b: (k, n) likewise.
-uvec2 chunk_a(uint c) {
-  uint i = gl_LocalInvocationID.x + c * NT;
+uvec2 chunk_a() {
+  uint i = gl_LocalInvocationID.x;
   if ((A_MODE & 1u) == 0u) return uvec2(i / (BK / 4), (i % (BK / 4)) * 4u);
   return uvec2((i % (BM / 4)) * 4u, i / (BM / 4));
 }
-uvec2 chunk_b(uint c) {
-  uint i = gl_LocalInvocationID.x + c * NT;
+uvec2 chunk_b() {
+  uint i = gl_LocalInvocationID.x;
   if ((B_MODE & 1u) == 0u) return uvec2(i / (BM / 4), (i % (BM / 4)) * 4u);
   return uvec2((i % (BK / 4)) * 4u, i / (BK / 4));
 }
 
-// The 4 elements of chunk c of a's slice starting at k0 (zeros outside the matrix).
-V4 load_a(uint c, uint base, uint row0, uint k0) {
-  uvec2 rk = chunk_a(c);
+// The 4 elements of this invocation's chunk of a's slice starting at k0 (zeros outside the matrix).
+V4 load_a(uint base, uint row0, uint k0) {
+  uvec2 rk = chunk_a();
   uint r = row0 + rk.x, k = k0 + rk.y;
   uint sm = uint(p.a_sm), sk = uint(p.a_sk);
   V4 v = V4(0);
@@ -228,16 +232,15 @@ V4 load_a(uint c, uint base, uint row0, uint k0) {
     if (r < p.M && k < p.K) v = ld4_a(base + r * sm + k * sk);
     return v;
   }
-  bool along_k = (A_MODE & 1u) == 0u;
-  [[unroll]] for (uint j = 0u; j < 4u; j++) {
-    uint rj = along_k ? r : r + j, kj = along_k ? k + j : k;
-    if (rj < p.M && kj < p.K) v[j] = ld_a(base + rj * sm + kj * sk);
-  }
+  // one element at a time, each component named (no dynamic vector indexing)
+  uint dr = (A_MODE & 1u) == 0u ? 0u : 1u, dk = 1u - dr;
+#define LD_A(J, C) if (r + J * dr < p.M && k + J * dk < p.K) v.C = ld_a(base + (r + J * dr) * sm + (k + J * dk) * sk);
+  LD_A(0u, x) LD_A(1u, y) LD_A(2u, z) LD_A(3u, w)
   return v;
 }
 
-V4 load_b(uint c, uint base, uint col0, uint k0) {
-  uvec2 kn = chunk_b(c);
+V4 load_b(uint base, uint col0, uint k0) {
+  uvec2 kn = chunk_b();
   uint k = k0 + kn.x, n = col0 + kn.y;
   uint sk = uint(p.b_sk), sn = uint(p.b_sn);
   V4 v = V4(0);
@@ -245,29 +248,35 @@ V4 load_b(uint c, uint base, uint col0, uint k0) {
     if (k < p.K && n < p.N) v = ld4_b(base + k * sk + n * sn);
     return v;
   }
-  bool along_n = (B_MODE & 1u) == 0u;
-  [[unroll]] for (uint j = 0u; j < 4u; j++) {
-    uint kj = along_n ? k : k + j, nj = along_n ? n + j : n;
-    if (kj < p.K && nj < p.N) v[j] = ld_b(base + kj * sk + nj * sn);
-  }
+  uint dk = (B_MODE & 1u) == 0u ? 0u : 1u, dn = 1u - dk;
+#define LD_B(J, C) if (k + J * dk < p.K && n + J * dn < p.N) v.C = ld_b(base + (k + J * dk) * sk + (n + J * dn) * sn);
+  LD_B(0u, x) LD_B(1u, y) LD_B(2u, z) LD_B(3u, w)
   return v;
 }
 
-void store_a(uint c, uint buf, V4 v) {
-  uvec2 rk = chunk_a(c);
+void store_a(uint buf, V4 v) {
+  uvec2 rk = chunk_a();
   if ((A_MODE & 1u) == 0u) {  // 4 values of k for one row: transposed into [k][m]
-    [[unroll]] for (uint j = 0u; j < 4u; j++) As[(buf * BK + rk.y + j) * RS + rk.x / 4u][rk.x % 4u] = v[j];
+    uint at = (buf * BK + rk.y) * RS + rk.x / 4u, c = rk.x % 4u;
+    As[at][c] = v.x;
+    As[at + RS][c] = v.y;
+    As[at + 2u * RS][c] = v.z;
+    As[at + 3u * RS][c] = v.w;
   } else {
     As[(buf * BK + rk.y) * RS + rk.x / 4u] = v;
   }
 }
 
-void store_b(uint c, uint buf, V4 v) {
-  uvec2 kn = chunk_b(c);
+void store_b(uint buf, V4 v) {
+  uvec2 kn = chunk_b();
   if ((B_MODE & 1u) == 0u) {
     Bs[(buf * BK + kn.x) * RS + kn.y / 4u] = v;
   } else {
-    [[unroll]] for (uint j = 0u; j < 4u; j++) Bs[(buf * BK + kn.x + j) * RS + kn.y / 4u][kn.y % 4u] = v[j];
+    uint at = (buf * BK + kn.x) * RS + kn.y / 4u, c = kn.y % 4u;
+    Bs[at][c] = v.x;
+    Bs[at + RS][c] = v.y;
+    Bs[at + 2u * RS][c] = v.z;
+    Bs[at + 3u * RS][c] = v.w;
   }
 }
 
@@ -284,24 +293,34 @@ void store_one(uint e, float acc) {
   atomicAnd(ow[e >> 1], ~(0xffffu << s));
   atomicOr(ow[e >> 1], h << s);
 }
+// A whole word w holding two elements of this invocation.
+void store_pair(uint w, float acc_lo, float acc_hi) {
+  float lo = p.alpha * acc_lo, hi = p.alpha * acc_hi;
+  if (p.beta != 0.0) {
+    uint old = ow[w];
+    lo += p.beta * h16_to_float(old & 0xffffu);
+    hi += p.beta * h16_to_float(old >> 16);
+  }
+  ow[w] = float_to_h16(lo) | (float_to_h16(hi) << 16);
+}
+// 4 elements of a row from column col (components named: no dynamic vector indexing)
 void store_row(uint e, uint col, V4 acc) {
   if ((FLAGS & 2u) != 0u && col + 3u < p.N) {  // e even: two whole words
-    [[unroll]] for (uint h = 0u; h < 2u; h++) {
-      uint w = (e >> 1) + h;
-      float lo = p.alpha * acc[2u * h], hi = p.alpha * acc[2u * h + 1u];
-      if (p.beta != 0.0) {
-        uint old = ow[w];
-        lo += p.beta * h16_to_float(old & 0xffffu);
-        hi += p.beta * h16_to_float(old >> 16);
-      }
-      ow[w] = float_to_h16(lo) | (float_to_h16(hi) << 16);
-    }
+    store_pair(e >> 1, acc.x, acc.y);
+    store_pair((e >> 1) + 1u, acc.z, acc.w);
     return;
   }
-  [[unroll]] for (uint j = 0u; j < 4u; j++)
-    if (col + j < p.N) store_one(e + j, acc[j]);
+  if (col < p.N) store_one(e, acc.x);
+  if (col + 1u < p.N) store_one(e + 1u, acc.y);
+  if (col + 2u < p.N) store_one(e + 2u, acc.z);
+  if (col + 3u < p.N) store_one(e + 3u, acc.w);
 }
 #else
+void store_elem(uint e, T acc) {
+  T v = p.alpha * acc;
+  if (p.beta != T(0)) v += p.beta * ld_o(e);
+  st_o(e, v);
+}
 void store_row(uint e, uint col, V4 acc) {
 #ifdef IS_F32
   if ((FLAGS & 2u) != 0u && col + 3u < p.N) {
@@ -311,15 +330,35 @@ void store_row(uint e, uint col, V4 acc) {
     return;
   }
 #endif
-  [[unroll]] for (uint j = 0u; j < 4u; j++) {
-    if (col + j < p.N) {
-      T v = p.alpha * acc[j];
-      if (p.beta != T(0)) v += p.beta * ld_o(e + j);
-      st_o(e + j, v);
-    }
-  }
+  if (col < p.N) store_elem(e, acc.x);
+  if (col + 1u < p.N) store_elem(e + 1u, acc.y);
+  if (col + 2u < p.N) store_elem(e + 2u, acc.z);
+  if (col + 3u < p.N) store_elem(e + 3u, acc.w);
 }
 #endif
+
+// The micro-tile's accumulators are named variables, c<r>_<j> for row r (ty + 16 (r / 4)) * 4 +
+// r % 4 and columns (tx + 16 j) * 4 + 0..3, never an array: written with arrays indexed in
+// unrolled loops, the kernel ran at 2-4 TFLOP/s on an H100, as if the array lived in local
+// memory. (The a and b vectors of a k step come from shared memory: a0/a1 hold rows, b0/b1
+// columns.)
+#if TV == 2
+#define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define DECLARE(r) V4 c##r##_0 = V4(0), c##r##_1 = V4(0);
+#define MAC(r, av) c##r##_0 += (av) * b0; c##r##_1 += (av) * b1;
+#define STORE(r) store_at(r, 0u, c##r##_0, row0, col0, obase, tx, ty); \
+                 store_at(r, 1u, c##r##_1, row0, col0, obase, tx, ty);
+#else
+#define ROWS(X) X(0) X(1) X(2) X(3)
+#define DECLARE(r) V4 c##r##_0 = V4(0);
+#define MAC(r, av) c##r##_0 += (av) * b0;
+#define STORE(r) store_at(r, 0u, c##r##_0, row0, col0, obase, tx, ty);
+#endif
+
+void store_at(uint r, uint j, V4 acc, uint row0, uint col0, uint obase, uint tx, uint ty) {
+  uint row = row0 + (ty + 16u * (r / 4u)) * 4u + r % 4u, col = col0 + (tx + 16u * j) * 4u;
+  if (row < p.M && col < p.N) store_row(obase + row * p.N + col, col, acc);
+}
 
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
@@ -327,59 +366,41 @@ void main() {
   uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
   uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
 
-  V4 acc[TM * TV];
-  [[unroll]] for (uint i = 0u; i < TM * TV; i++) acc[i] = V4(0);
-  V4 ra[LOADS], rb[LOADS];
+  ROWS(DECLARE)
+  V4 ra, rb;
 
   uint slices = (p.K + BK - 1u) / BK;
   if (slices > 0u) {
-    [[unroll]] for (uint c = 0u; c < LOADS; c++) {
-      ra[c] = load_a(c, abase, row0, 0u);
-      rb[c] = load_b(c, bbase, col0, 0u);
-    }
-    [[unroll]] for (uint c = 0u; c < LOADS; c++) {
-      store_a(c, 0u, ra[c]);
-      store_b(c, 0u, rb[c]);
-    }
+    store_a(0u, load_a(abase, row0, 0u));
+    store_b(0u, load_b(bbase, col0, 0u));
     barrier();
   }
   for (uint s = 0u; s < slices; s++) {
     uint buf = NBUF == 2 ? s & 1u : 0u;
     bool more = s + 1u < slices;
     if (more) {
-      [[unroll]] for (uint c = 0u; c < LOADS; c++) {
-        ra[c] = load_a(c, abase, row0, (s + 1u) * BK);
-        rb[c] = load_b(c, bbase, col0, (s + 1u) * BK);
-      }
+      ra = load_a(abase, row0, (s + 1u) * BK);
+      rb = load_b(bbase, col0, (s + 1u) * BK);
     }
     [[unroll]] for (uint k = 0u; k < BK; k++) {
-      V4 av[TV], bv[TV];
-      [[unroll]] for (uint i = 0u; i < TV; i++) av[i] = As[(buf * BK + k) * RS + ty + 16u * i];
-      [[unroll]] for (uint j = 0u; j < TV; j++) bv[j] = Bs[(buf * BK + k) * RS + tx + 16u * j];
-      [[unroll]] for (uint i = 0u; i < TV; i++)
-        [[unroll]] for (uint ii = 0u; ii < 4u; ii++)
-          [[unroll]] for (uint j = 0u; j < TV; j++)
-            acc[(i * 4u + ii) * TV + j] += av[i][ii] * bv[j];
+      uint at = (buf * BK + k) * RS;
+      V4 a0 = As[at + ty], b0 = Bs[at + tx];
+#if TV == 2
+      V4 a1 = As[at + ty + 16u], b1 = Bs[at + tx + 16u];
+      MAC(0, a0.x) MAC(1, a0.y) MAC(2, a0.z) MAC(3, a0.w)
+      MAC(4, a1.x) MAC(5, a1.y) MAC(6, a1.z) MAC(7, a1.w)
+#else
+      MAC(0, a0.x) MAC(1, a0.y) MAC(2, a0.z) MAC(3, a0.w)
+#endif
     }
     if (NBUF == 1) barrier();  // one buffer: everyone is done reading it before it is refilled
     if (more) {
-      [[unroll]] for (uint c = 0u; c < LOADS; c++) {
-        store_a(c, (buf + 1u) % NBUF, ra[c]);
-        store_b(c, (buf + 1u) % NBUF, rb[c]);
-      }
+      store_a((buf + 1u) % NBUF, ra);
+      store_b((buf + 1u) % NBUF, rb);
     }
     barrier();
   }
 
   uint obase = p.o_base + z * p.o_sb;
-  [[unroll]] for (uint i = 0u; i < TV; i++) {
-    [[unroll]] for (uint ii = 0u; ii < 4u; ii++) {
-      uint row = row0 + (ty + 16u * i) * 4u + ii;
-      if (row >= p.M) continue;
-      [[unroll]] for (uint j = 0u; j < TV; j++) {
-        uint col = col0 + (tx + 16u * j) * 4u;
-        if (col < p.N) store_row(obase + row * p.N + col, col, acc[(i * 4u + ii) * TV + j]);
-      }
-    }
-  }
+  ROWS(STORE)
 }

@@ -150,24 +150,25 @@ uvec4 load_b(uint c, uint base, uint col0, uint k0) {
   return q;
 }
 
+// 8 halves to 8 consecutive shared elements, each component named (no dynamic indexing)
+#define PUT8(S, at, q)                                                                      \
+  {                                                                                         \
+    f16vec2 h0 = unpackFloat2x16(q.x), h1 = unpackFloat2x16(q.y);                         \
+    f16vec2 h2 = unpackFloat2x16(q.z), h3 = unpackFloat2x16(q.w);                         \
+    S[at] = h0.x; S[at + 1u] = h0.y; S[at + 2u] = h1.x; S[at + 3u] = h1.y;                 \
+    S[at + 4u] = h2.x; S[at + 5u] = h2.y; S[at + 6u] = h3.x; S[at + 7u] = h3.y;           \
+  }
+
 void store_a(uint c, uvec4 q) {
   uvec2 rk = chunk_a(c);
   uint at = (A_MODE & 1u) == 0u ? rk.x * SA + rk.y : rk.y * SM + rk.x;
-  [[unroll]] for (uint w = 0u; w < 4u; w++) {
-    f16vec2 v = unpackFloat2x16(q[w]);
-    As[at + 2u * w] = v.x;
-    As[at + 2u * w + 1u] = v.y;
-  }
+  PUT8(As, at, q)
 }
 
 void store_b(uint c, uvec4 q) {
   uvec2 kn = chunk_b(c);
   uint at = (B_MODE & 1u) == 0u ? kn.x * SM + kn.y : kn.y * SA + kn.x;
-  [[unroll]] for (uint w = 0u; w < 4u; w++) {
-    f16vec2 v = unpackFloat2x16(q[w]);
-    Bs[at + 2u * w] = v.x;
-    Bs[at + 2u * w + 1u] = v.y;
-  }
+  PUT8(Bs, at, q)
 }
 
 float blend(float acc, uint e) {

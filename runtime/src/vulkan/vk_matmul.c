@@ -53,8 +53,8 @@ bool em_vk_mm_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 /* How the kernel reads an operand viewed as rows x cols with strides (rs, cs), batch stride bs
  * and first element `base` (a: M x K, b: K x N). Chunks of `chunk` consecutive elements run
  * along the contiguous dimension (bit 0 set: along the rows, i.e. down a column); bit 1 says
- * they are whole and aligned, so the kernel may load each with one vector load. Strides of
- * size-1 dimensions are never used and count as anything. */
+ * they are whole and aligned, so the kernel may load each with one vector load (never with
+ * chunk 0). Strides of size-1 dimensions are never used and count as anything. */
 uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs,
                          int64_t nbatch, int64_t base, int chunk) {
   if (rows == 1) rs = 0;
@@ -63,7 +63,7 @@ uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int
   bool down = cs != 1 && (rs == 1 || cols == 1 ||
                           (rows > 1 && llabs(rs) < llabs(cs)));
   int64_t n = down ? rows : cols, lead = down ? cs : rs, unit = down ? rs : cs;
-  bool vec = unit == 1 && n % chunk == 0 && lead % chunk == 0 && bs % chunk == 0 &&
+  bool vec = chunk > 0 && unit == 1 && n % chunk == 0 && lead % chunk == 0 && bs % chunk == 0 &&
              base % chunk == 0;
   return (down ? 1u : 0u) | (vec ? 2u : 0u);
 }
@@ -123,7 +123,7 @@ int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, 
  * policy): always on GPUs; on CPU-type drivers, where each specialization costs a compilation
  * of 50-500 ms, only for products large enough to repay it. */
 enum { SPECIALIZE_WORK = 1 << 24 };
-static bool specialize(const vk_device *D, int64_t work) {
+static bool specialize(const vk_device *D, double work) {
   return D->specialize && (D->specialize_from == 0 || work >= SPECIALIZE_WORK);
 }
 
@@ -149,7 +149,7 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
     return not_implemented(D, "the device has too little shared memory for the kernel", out);
   bool integer = !em_dtypes[dt].is_float;
   bool wide = dt == EM_FLOAT64 || integer, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
-  int chunk = wide ? 1 << 30 : 4; /* float64 and integers never load vectors */
+  int chunk = wide ? 0 : 4; /* float64 and integers never load vectors */
   uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,
                                    a->offset, chunk);
   uint32_t bmode = em_vk_mm_layout(K, N, b->strides[1], b->strides[2], b->strides[0], B,
@@ -185,7 +185,7 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
     .ops = {out, a, b},
     .writes = 1u,
   };
-  if (!specialize(D, B * M * N * K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
+  if (!specialize(D, (double)B * (double)M * (double)N * (double)K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
   return em_vk_mm_grid(D, &L, &p, B, M, N, tile);
 }
 
