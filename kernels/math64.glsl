@@ -182,7 +182,8 @@ double erf_d(double x) {
 }
 
 // sin and cos: x = n pi/2 + r with pi/2 in three parts (exact products for |n| < 2^20, so
-// arguments up to about 1e6 reduce exactly), then series on |r| <= pi/4.
+// arguments up to about 1e6 reduce exactly), then series on |r| <= pi/4. `precise` keeps a
+// driver from reassociating the three subtractions (which loses r near tan's poles).
 const double SIN_C[11] = double[](-3.868170170630684e-23lf, 1.9572941063391263e-20lf,
   -8.22063524662433e-18lf, 2.8114572543455206e-15lf, -7.647163731819816e-13lf,
   1.6059043836821613e-10lf, -2.505210838544172e-08lf, 2.7557319223985893e-06lf,
@@ -194,7 +195,7 @@ const double COS_C[11] = double[](-8.896791392450574e-22lf, 4.110317623312165e-1
 // (sin r, cos r) and the quadrant of x.
 dvec2 sincos_reduced(double x, out int q) {
   double n = roundEven(x * 0.63661977236758134308lf);
-  double r = ((x - n * 1.57079632673412561417e+00lf) - n * 6.07710050630396597660e-11lf) -
+  precise double r = ((x - n * 1.57079632673412561417e+00lf) - n * 6.07710050630396597660e-11lf) -
              n * 2.02226624871116645580e-21lf;
   q = int(int64_t(n) & 3l);
   double z = r * r, ps = SIN_C[0], pc = COS_C[0];

@@ -156,7 +156,13 @@ T unary_op(uint op, T x) {
   case 0u: return -x;
   case 1u: return abs(x);
   case 2u: return x > ZERO ? ONE : (x < ZERO ? -ONE : ZERO);  // sign(NaN) = 0
-  case 14u: return x < ZERO ? ZERO : x;                       // relu keeps NaN and -0
+#if IS_FLOAT
+  // relu keeps NaN and -0; NVIDIA's compiler turns a bare compare-and-select into a max that
+  // drops NaN, so NaN is tested first
+  case 14u: return isnan(x) ? x : (x < ZERO ? ZERO : x);
+#else
+  case 14u: return x < ZERO ? ZERO : x;
+#endif
   case 24u: return x * x;
 #if IS_FLOAT
   case 7u: return x < ZERO ? NAN_T : sqrt(x);  // NaN outside the domain, as in C

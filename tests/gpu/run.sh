@@ -4,6 +4,9 @@
 # PyTorch CUDA, and the main job on the GPU. Expects the static program in .gpu/ember, its
 # libraries in .gpu/lib, busted's pure-Lua modules (luassert, say) in .gpu/lua/share and the
 # Vulkan loader's .debs in .gl/. Results go to $OUT (or /tmp/ember-gpu).
+# STEPS picks a subset (one device call is limited to 10 minutes), e.g.
+#   STEPS='specs matmul' bash tests/gpu/run.sh
+# The steps: specs elementwise matmul index random training main-job (all by default).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ember-gpu}
@@ -19,10 +22,19 @@ chmod +x /tmp/ember-shim/luajit
 export PATH=/tmp/ember-shim:$PATH
 E=.gpu/ember
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+want() { [[ " ${STEPS:-specs elementwise matmul index random training main-job} " == *" $1 "* ]]; }
 step() { echo "== $*"; }
-step specs; timeout 300 $E tests/gpu/specs.lua tests/lua/vulkan*_spec.lua > "$OUT/specs.txt" 2>&1; tail -40 "$OUT/specs.txt"
-step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"
-if [ -f tests/gpu/matmul.lua ]; then step matmul; timeout 240 $E tests/gpu/matmul.lua vulkan 2>&1 | tee "$OUT/matmul.txt"; fi
-step training; for b in 64 256; do timeout 120 $E bench --model cnn --batch-size $b --steps 20 --devices vulkan 2>&1 | tee -a "$OUT/training.txt"; done
-timeout 120 python3 tests/gpu/torch_cnn.py 64 256 2>&1 | tee -a "$OUT/training.txt"
-step main-job; timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --checkpoint "" 2>&1 | grep -v '%' | tee "$OUT/main_job.txt"
+if want specs; then step specs; timeout 300 $E tests/gpu/specs.lua tests/lua/vulkan*_spec.lua > "$OUT/specs.txt" 2>&1; tail -40 "$OUT/specs.txt"; fi
+if want elementwise; then step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"; fi
+if want matmul; then step matmul; timeout 240 $E tests/gpu/matmul.lua vulkan 2>&1 | tee "$OUT/matmul.txt"; fi
+if want index; then step index; timeout 200 $E tests/gpu/index.lua vulkan 2>&1 | tee "$OUT/index.txt"; fi
+if want random; then step random; timeout 120 $E tests/gpu/random_bench.lua vulkan 2>&1 | tee "$OUT/random.txt"; fi
+if want training; then
+  step training
+  for b in 64 256; do timeout 120 $E bench --model cnn --batch-size $b --steps 20 --devices vulkan 2>&1 | tee -a "$OUT/training.txt"; done
+  timeout 120 python3 tests/gpu/torch_cnn.py 64 256 2>&1 | tee -a "$OUT/training.txt"
+fi
+if want main-job; then
+  step main-job
+  timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --checkpoint "" 2>&1 | grep -v '%' | tee "$OUT/main_job.txt"
+fi
