@@ -3,7 +3,8 @@
 -- the average step time and the throughput, and the speed against the first device (the CPU):
 --
 --   ember bench --model cnn --batch-size 64 --steps 20
---   model cnn, batch 64, 20 steps after 3 warm-up (forward, cross entropy, backward, Adam step)
+--   model cnn, batch 64, median of 5 runs of 20 steps after 3 warm-up (forward, cross entropy,
+--   backward, Adam step)
 --   device     description              step (ms)   samples/s   vs cpu
 --   cpu        2 threads                    24.10        2656     1.00
 --   vulkan:0   NVIDIA H100 80GB HBM3         1.90       33684    12.68
@@ -18,6 +19,7 @@ local options = {
   { 'batch_size', 64, 'samples per step' },
   { 'steps', 20, 'timed steps per device' },
   { 'warmup', 3, 'untimed steps first (pipelines, caches)' },
+  { 'repeats', 5, 'timed runs of --steps steps per device; the median is reported' },
   { 'devices', '', 'comma-separated devices (default: cpu and every Vulkan GPU)' },
   { 'dtype', 'float32', 'parameter and input dtype' },
   { 'seed', 1, 'random seed' },
@@ -65,13 +67,18 @@ local function time_device(ember, opts, device)
   local last = step()
   last:item()
   ember.synchronize()
-  local t0 = ember.clock()
-  for _ = 1, opts.steps do last = step() end
-  local value = last:item() -- waits for the device
-  ember.synchronize()
-  local elapsed = ember.clock() - t0
-  if value ~= value then error('bench: the loss became NaN on ' .. device, 0) end
-  return elapsed / opts.steps
+  -- the median of several runs: one run can catch a collection or the OS
+  local runs = {}
+  for r = 1, math.max(1, opts.repeats) do
+    local t0 = ember.clock()
+    for _ = 1, opts.steps do last = step() end
+    local value = last:item() -- waits for the device
+    ember.synchronize()
+    runs[r] = (ember.clock() - t0) / opts.steps
+    if value ~= value then error('bench: the loss became NaN on ' .. device, 0) end
+  end
+  table.sort(runs)
+  return runs[math.floor((#runs + 1) / 2)]
 end
 
 function M.main(args)
@@ -90,8 +97,8 @@ function M.main(args)
   else
     devices = default_devices(ember)
   end
-  print(('model %s, batch %d, %d steps after %d warm-up (forward, cross entropy, backward, Adam step)')
-    :format(opts.model, opts.batch_size, opts.steps, opts.warmup))
+  print(('model %s, batch %d, median of %d runs of %d steps after %d warm-up (forward, cross entropy, backward, Adam step)')
+    :format(opts.model, opts.batch_size, math.max(1, opts.repeats), opts.steps, opts.warmup))
   print(('%-10s %-32s %10s %11s %8s'):format('device', 'description', 'step (ms)', 'samples/s', 'vs ' .. devices[1]))
   local base
   local results = {}

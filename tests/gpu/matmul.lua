@@ -92,7 +92,10 @@ print(('check: %d passed, %d failed'):format(passed, failed))
 -- ---- speed ----------------------------------------------------------------------------------
 local function median(t) table.sort(t) return t[math.floor((#t + 1) / 2)] end
 local function time(f, reps)
-  f(); f(); ember.synchronize(dev)
+  -- warm up for a quarter second at least: an idle GPU raises its clocks only under load (the
+  -- first size timed otherwise runs slow)
+  local w0 = ember.clock()
+  repeat f(); f(); ember.synchronize(dev) until ember.clock() - w0 > 0.25
   local s = {}
   for i = 1, reps do
     local t0 = ember.clock()

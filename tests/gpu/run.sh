@@ -3,7 +3,8 @@
 # specs under the static `ember` program, the elementwise/matmul/training benchmarks against
 # PyTorch CUDA, and the main job on the GPU. Expects the static program in .gpu/ember, its
 # libraries in .gpu/lib, busted's pure-Lua modules (luassert, say) in .gpu/lua/share and the
-# Vulkan loader's .debs in .gl/. Results go to $OUT (or /tmp/ember-gpu).
+# Vulkan loader's .debs in .gl/ (and, for the main job, Fashion-MNIST's IDX files in
+# .data/fashion-mnist). Results go to $OUT (or /tmp/ember-gpu).
 # STEPS picks a subset (one device call is limited to 10 minutes), e.g.
 #   STEPS='specs matmul' bash tests/gpu/run.sh
 # The steps: specs elementwise matmul index random training main-job (all by default).
@@ -31,10 +32,13 @@ if want index; then step index; timeout 200 $E tests/gpu/index.lua vulkan 2>&1 |
 if want random; then step random; timeout 120 $E tests/gpu/random_bench.lua vulkan 2>&1 | tee "$OUT/random.txt"; fi
 if want training; then
   step training
-  for b in 64 256; do timeout 120 $E bench --model cnn --batch-size $b --steps 20 --devices vulkan 2>&1 | tee -a "$OUT/training.txt"; done
+  for b in 64 256; do timeout 120 $E bench --model cnn --batch-size $b --steps 20 --repeats 5 --devices vulkan 2>&1 | tee -a "$OUT/training.txt"; done
   timeout 120 python3 tests/gpu/torch_cnn.py 64 256 2>&1 | tee -a "$OUT/training.txt"
 fi
 if want main-job; then
   step main-job
-  timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --checkpoint "" 2>&1 | grep -v '%' | tee "$OUT/main_job.txt"
+  # the GPU machine lacks Debian's dataset package: the data travels in .data/ (carried)
+  DATA=/usr/share/datasets/fashion-mnist
+  [ -d "$DATA" ] || DATA=.data/fashion-mnist
+  timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --checkpoint "" --data "$DATA" 2>&1 | grep -v '%' | tee "$OUT/main_job.txt"
 fi

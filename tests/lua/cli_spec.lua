@@ -60,9 +60,9 @@ describe('the ember program', function()
 
   describe('ember bench', function()
     it('times training steps per device and prints the comparison table', function()
-      local out, err, rc = ember('bench --model mlp --batch-size 8 --steps 2 --warmup 1 --devices cpu,cpu')
+      local out, err, rc = ember('bench --model mlp --batch-size 8 --steps 2 --warmup 1 --repeats 3 --devices cpu,cpu')
       assert.are.equal(0, rc, err)
-      contains(out, 'model mlp, batch 8, 2 steps after 1 warm-up')
+      contains(out, 'model mlp, batch 8, median of 3 runs of 2 steps after 1 warm-up')
       local rows = 0
       for ms, sps, ratio in out:gmatch('\ncpu%s+%d+ threads%s+([%d.]+)%s+(%d+)%s+([%d.]+)') do
         rows = rows + 1
