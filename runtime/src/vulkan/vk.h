@@ -283,7 +283,8 @@ int em_vk_flag_check(vk_device *D);
 int em_vk_profile_init(vk_device *D);
 /* A frame's command buffer was begun: resets its timestamps. */
 void em_vk_profile_begin(vk_device *D, int frame, VkCommandBuffer cmd);
-/* Around one dispatch of module `module` (an index of em_spirv_modules), op `op`. */
+/* Around one dispatch of module `module` (an index of em_spirv_modules) and `op`: the
+ * elementwise op, 0x80000000 | a launch's first specialization constant, or UINT32_MAX. */
 void em_vk_profile_before(vk_device *D, VkCommandBuffer cmd, int module, uint32_t op);
 void em_vk_profile_after(vk_device *D, VkCommandBuffer cmd);
 /* A frame completed: adds its timestamps to the totals. */

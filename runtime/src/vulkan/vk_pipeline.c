@@ -459,7 +459,9 @@ int em_vk_launch(vk_device *D, const vk_launch *L) {
   }
   if (blocks[0] == NULL) return em_error("%s: operand 0 is missing", L->module);
   em_vk_hazards(D, cmd, reads, VK_MAX_OPERANDS, writes, VK_MAX_OPERANDS);
-  return record(D, pipeline, blocks, L->push, L->push_size, L->groups, module, UINT32_MAX);
+  /* the profile tells launches apart by their first specialization constant (a mode) */
+  return record(D, pipeline, blocks, L->push, L->push_size, L->groups, module,
+                L->spec[0] == ~0u ? UINT32_MAX : 0x80000000u | L->spec[0]);
 }
 
 int em_vk_launch_locked(const vk_launch *L) {

@@ -63,6 +63,9 @@ static void report(void) {
       char name[64];
       if (s->op == UINT32_MAX)
         snprintf(name, sizeof name, "%s", em_spirv_modules[s->module].name);
+      else if (s->op & 0x80000000u)
+        snprintf(name, sizeof name, "%s spec %u", em_spirv_modules[s->module].name,
+                 s->op & 0x7fffffffu);
       else
         snprintf(name, sizeof name, "%s op %u", em_spirv_modules[s->module].name, s->op);
       fprintf(stderr, "%-32s %8llu %11.3f %9.2f %6.1f\n", name, (unsigned long long)s->calls,
