@@ -8,12 +8,9 @@
 -- validation layer (EMBER_VK_SPEC_CHILD set) with zero messages allowed.
 --
 -- The device under test and the comparison helpers are in vk_helpers.lua.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
 local info, has_f64, nested = VK.info, VK.has_f64, VK.nested
 local on, agree, data, layouts, is_float = VK.on, VK.agree, VK.data, VK.layouts, VK.is_float
 local tolerances = VK.tolerances
