@@ -253,6 +253,11 @@ int em_vulkan_discover(void) {
     snprintf(D->name, sizeof D->name, "vulkan:%d", registered);
     D->table = em_vulkan_backend;
     D->table.name = D->name;
+    if (em_vk_test_empty_slots(&D->table) != 0) { /* a misspelt hook must not pass unseen */
+      snprintf(discovery_note, sizeof discovery_note, "%s", em_last_error());
+      free(D);
+      break;
+    }
     pthread_mutex_init(&D->lock, NULL);
     em_device_desc desc = {
       .backend = &D->table,
