@@ -279,7 +279,7 @@ int em_vulkan_discover(void) {
     registered++;
   }
   free(phys);
-  if (registered == 0)
+  if (registered == 0 && discovery_note[0] == '\0')
     snprintf(discovery_note, sizeof discovery_note, "no Vulkan device has a compute queue");
   return registered;
 }
