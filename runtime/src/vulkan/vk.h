@@ -87,6 +87,15 @@ unsigned em_vk_test_hooks(void);
  * that every slot has a kernel. -1 with an error for an unknown name. */
 int em_vk_test_empty_slots(em_backend *table);
 
+/* ---- line layouts (vk_lines.c) ---------------------------------------------------------------- */
+/* The dims of `shape` other than `skip` (-1: none), innermost first, size-1 dims dropped and
+ * neighbours merged where every operand steps evenly across them: size[k] and st[o][k] (ops[o]'s
+ * stride; a NULL operand counts as stride 0). Returns the count; *lines gets the product. */
+int vk_line_dims(const em_tensor *shape, int skip, int nops, const em_tensor *const ops[],
+                 int64_t size[EM_MAX_DIMS], int64_t st[][EM_MAX_DIMS], int64_t *lines);
+/* The lowest and highest element index a strided tensor reaches (the kernels index in 31 bits). */
+void vk_span(const em_tensor *t, int64_t *lo, int64_t *hi);
+
 /* ---- memory (vk_memory.c) --------------------------------------------------------------------- */
 typedef struct vk_range vk_range;
 typedef struct vk_slab {
