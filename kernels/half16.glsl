@@ -1,9 +1,10 @@
-// half16.glsl: 16-bit float conversions for kernels that declare their own buffers and push
-// constants (random.comp, optim.comp), so they cannot include common.glsl. Bit-exact with
-// runtime/src/dtype.c (round to nearest even) and with common.glsl's half_to_float etc., of
-// which these are copies under other names (a kernel may include both).
+// half16.glsl: 16-bit float conversions, bit-exact with runtime/src/dtype.c (round to nearest
+// even). The one copy for every kernel: common.glsl includes it, and kernels that declare their
+// own buffers and push constants (random, optim, index, sort, matmul ...) include it directly.
+#ifndef EMBER_HALF16_GLSL
+#define EMBER_HALF16_GLSL
 
-float f16_to_f32(uint h) {
+float half_to_float(uint h) {
   uint sign = (h & 0x8000u) << 16;
   uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0u) {
@@ -14,7 +15,7 @@ float f16_to_f32(uint h) {
   return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-uint f32_to_f16(float f) {
+uint float_to_half(float f) {
   uint u = floatBitsToUint(f);
   uint sign = (u >> 16) & 0x8000u;
   uint a = u & 0x7fffffffu;
@@ -28,10 +29,12 @@ uint f32_to_f16(float f) {
   return (sign | (a >> 13)) & 0xffffu;
 }
 
-float bf16_to_f32(uint b) { return uintBitsToFloat(b << 16); }
+float bf16_to_float(uint b) { return uintBitsToFloat(b << 16); }
 
-uint f32_to_bf16(float f) {
+uint float_to_bf16(float f) {
   uint u = floatBitsToUint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;  // quiet NaN
   return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
 }
+
+#endif

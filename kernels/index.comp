@@ -17,6 +17,7 @@
 // Spec constants: 0 ESIZE (element bytes), 1 ACC (the dtype when accumulating, else ~0),
 // 2 SEQ (SCATTER's walk). Dimensions are coalesced by the host, innermost first.
 #extension GL_ARB_gpu_shader_int64 : require
+#extension GL_GOOGLE_include_directive : require
 #ifdef VARIANT_SCATTER_F64
 #extension GL_ARB_gpu_shader_fp64 : require
 #define SCATTER 1
@@ -57,33 +58,7 @@ layout(push_constant) uniform Params {
 #define F_I64 8u
 #define F_BOOL 9u
 
-// ---- 16-bit floats, bit-exact with runtime/src/dtype.c (as kernels/common.glsl) ----
-float half_to_float(uint h) {
-  uint sign = (h & 0x8000u) << 16;
-  uint e = (h >> 10) & 0x1fu, mm = h & 0x3ffu;
-  if (e == 0u) {
-    float f = float(mm) * 5.9604644775390625e-8;
-    return sign != 0u ? -f : f;
-  }
-  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (mm << 13));
-  return uintBitsToFloat(sign | ((e + 112u) << 23) | (mm << 13));
-}
-uint float_to_half(float f) {
-  uint u = floatBitsToUint(f);
-  uint sign = (u >> 16) & 0x8000u;
-  uint x = u & 0x7fffffffu;
-  if (x >= 0x7f800000u) return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
-  if (x >= 0x477ff000u) return sign | 0x7c00u;
-  if (x < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(x) * 16777216.0));
-  x += 0xc8000fffu + ((x >> 13) & 1u);
-  return (sign | (x >> 13)) & 0xffffu;
-}
-float bf16_to_float(uint v) { return uintBitsToFloat(v << 16); }
-uint float_to_bf16(float f) {
-  uint u = floatBitsToUint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
-  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
-}
+#include "half16.glsl"
 
 // The bits of b's element e (low ESIZE*8 bits; two words for 8-byte elements).
 uvec2 load_b(uint e) {

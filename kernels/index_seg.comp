@@ -17,6 +17,7 @@
 // index runs fastest along the lines when LFAST (src contiguous along them: coalesced loads).
 // Spec constants: 0 LFAST, 1 BF (H16).
 #extension GL_ARB_gpu_shader_int64 : require
+#extension GL_GOOGLE_include_directive : require
 #ifdef VARIANT_F64
 #extension GL_ARB_gpu_shader_fp64 : require
 #define REAL double
@@ -51,33 +52,10 @@ layout(push_constant) uniform Params {
 } pc;
 
 #ifdef VARIANT_H16
-// 16-bit floats, bit-exact with runtime/src/dtype.c (as kernels/common.glsl)
-float half_to_float(uint h) {
-  uint sign = (h & 0x8000u) << 16;
-  uint e = (h >> 10) & 0x1fu, mm = h & 0x3ffu;
-  if (e == 0u) {
-    float f = float(mm) * 5.9604644775390625e-8;
-    return sign != 0u ? -f : f;
-  }
-  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (mm << 13));
-  return uintBitsToFloat(sign | ((e + 112u) << 23) | (mm << 13));
-}
-uint float_to_half(float f) {
-  uint u = floatBitsToUint(f);
-  uint sign = (u >> 16) & 0x8000u;
-  uint x = u & 0x7fffffffu;
-  if (x >= 0x7f800000u) return sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u);
-  if (x >= 0x477ff000u) return sign | 0x7c00u;
-  if (x < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(x) * 16777216.0));
-  x += 0xc8000fffu + ((x >> 13) & 1u);
-  return (sign | (x >> 13)) & 0xffffu;
-}
-float to_float(uint h) { return BF != 0u ? uintBitsToFloat(h << 16) : half_to_float(h); }
+#include "half16.glsl"
+float to_float(uint h) { return BF != 0u ? bf16_to_float(h) : half_to_float(h); }
 uint from_float(float f) {
-  if (BF == 0u) return float_to_half(f);
-  uint u = floatBitsToUint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
-  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
+  return BF != 0u ? float_to_bf16(f) : float_to_half(f);
 }
 uint half_at_b(uint e) { return (b[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu; }
 #endif

@@ -24,6 +24,7 @@
 // (every integer dtype, widened to 64 bits and accumulated modulo 2^64 like the CPU's loop, then
 // narrowed; small tile, scalar loads, one shared buffer like F64).
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 #if defined(VARIANT_F32_L) || defined(VARIANT_H16_L)
 #define BM 128
@@ -145,21 +146,7 @@ vec4 h16x4_to_float(uvec2 q) {
                 uintBitsToFloat(q.y << 16), uintBitsToFloat(q.y & 0xffff0000u));
   return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
 }
-uint float_to_half(float f) {
-  uint u = floatBitsToUint(f);
-  uint sign = (u >> 16) & 0x8000u;
-  uint a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
-  if (a >= 0x477ff000u) return sign | 0x7c00u;
-  if (a < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(a) * 16777216.0));
-  a += 0xc8000fffu + ((a >> 13) & 1u);
-  return (sign | (a >> 13)) & 0xffffu;
-}
-uint float_to_bf16(float f) {
-  uint u = floatBitsToUint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
-  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
-}
+#include "half16.glsl"
 uint float_to_h16(float f) { return (FLAGS & 1u) != 0u ? float_to_bf16(f) : float_to_half(f); }
 float ld_a(uint e) { return h16_to_float((aw[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu); }
 float ld_b(uint e) { return h16_to_float((bw[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu); }

@@ -66,11 +66,11 @@ layout(push_constant) uniform Params {
 
 #ifdef PACKED16
 #ifdef VARIANT_F16
-#define TO_T(h) f16_to_f32(h)
-#define FROM_T(v) f32_to_f16(v)
+#define TO_T(h) half_to_float(h)
+#define FROM_T(v) float_to_half(v)
 #else
-#define TO_T(h) bf16_to_f32(h)
-#define FROM_T(v) f32_to_bf16(v)
+#define TO_T(h) bf16_to_float(h)
+#define FROM_T(v) float_to_bf16(v)
 #endif
 #define LD(B, e) TO_T((B.x[(e) >> 1] >> (((e) & 1u) * 16u)) & 0xffffu)
 // Neighbouring elements of a word belong to other invocations: clear, then set, atomically.

@@ -131,14 +131,14 @@ uvec2 int_bits(int64_t v) {
   if (DT == D_BOOL) return uvec2(v != 0L ? 1u : 0u, 0u);
   if (DT == D_F64) return i64_to_f64_bits(v);
   if (DT == D_F32) return uvec2(floatBitsToUint(float(v)), 0u);  // |v| <= 2^24: exact
-  if (DT == D_F16) return uvec2(f32_to_f16(float(v)), 0u);
-  if (DT == D_BF16) return uvec2(f32_to_bf16(float(v)), 0u);
+  if (DT == D_F16) return uvec2(float_to_half(float(v)), 0u);
+  if (DT == D_BF16) return uvec2(float_to_bf16(float(v)), 0u);
   return uvec2(uint(v), 0u);  // the store keeps the low 8, 16 or 32 bits
 }
 
 uvec2 float_bits(float f) {
-  if (DT == D_F16) return uvec2(f32_to_f16(f), 0u);
-  if (DT == D_BF16) return uvec2(f32_to_bf16(f), 0u);
+  if (DT == D_F16) return uvec2(float_to_half(f), 0u);
+  if (DT == D_BF16) return uvec2(float_to_bf16(f), 0u);
   return uvec2(floatBitsToUint(f), 0u);
 }
 

@@ -58,37 +58,7 @@ ACC arg_acc(uvec2 bits) { return packDouble2x32(bits); }
 ACC arg_acc(uvec2 bits) { return uintBitsToFloat(bits.x); }
 #endif
 
-// ---- 16-bit floats, bit-exact with runtime/src/dtype.c (as common.glsl) ----
-float rd_half_to_float(uint h) {
-  uint sign = (h & 0x8000u) << 16;
-  uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0u) {
-    float f = float(m) * 5.9604644775390625e-8;
-    return sign != 0u ? -f : f;
-  }
-  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
-  return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-uint rd_float_to_half(float f) {
-  uint u = floatBitsToUint(f);
-  uint sign = (u >> 16) & 0x8000u;
-  uint a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
-  if (a >= 0x477ff000u) return sign | 0x7c00u;
-  if (a < 0x38800000u) {
-    uint m = uint(roundEven(uintBitsToFloat(a) * 16777216.0));
-    return sign | m;
-  }
-  a += 0xc8000fffu + ((a >> 13) & 1u);
-  return (sign | (a >> 13)) & 0xffffu;
-}
-
-uint rd_float_to_bf16(float f) {
-  uint u = floatBitsToUint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
-  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
-}
+#include "half16.glsl"
 
 // ---- loads: element e of format f of a word buffer, as the accumulator type ----
 #if defined(VARIANT_I64)
@@ -108,14 +78,14 @@ uint rd_float_to_bf16(float f) {
     if (f == F_F64) return packDouble2x32(uvec2(BUF.w[2u * e], BUF.w[2u * e + 1u]));    \
     if (f == F_F32) return double(uintBitsToFloat(BUF.w[e]));                           \
     uint h = (BUF.w[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu;                             \
-    return double(f == F_F16 ? rd_half_to_float(h) : uintBitsToFloat(h << 16));         \
+    return double(f == F_F16 ? half_to_float(h) : bf16_to_float(h));                    \
   }
 #else
 #define DEFINE_LOAD(NAME, BUF)                                                          \
   ACC NAME(uint e, uint f) {                                                            \
     if (f == F_F32) return uintBitsToFloat(BUF.w[e]);                                   \
     uint h = (BUF.w[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu;                             \
-    return f == F_F16 ? rd_half_to_float(h) : uintBitsToFloat(h << 16);                 \
+    return f == F_F16 ? half_to_float(h) : bf16_to_float(h);                            \
   }
 #endif
 
@@ -156,8 +126,8 @@ uvec2 encode(uint f, ACC v) {
   if (f == F_F64) return unpackDouble2x32(v);
 #endif
   float s = float(v);
-  if (f == F_F16) return uvec2(rd_float_to_half(s), 0u);
-  if (f == F_BF16) return uvec2(rd_float_to_bf16(s), 0u);
+  if (f == F_F16) return uvec2(float_to_half(s), 0u);
+  if (f == F_BF16) return uvec2(float_to_bf16(s), 0u);
   return uvec2(floatBitsToUint(s), 0u);
 #endif
 }

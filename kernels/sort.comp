@@ -9,6 +9,7 @@
 // Spec constants: 0 CAP (power of two >= the line length; the shared arrays' size),
 // 1 DT (em_dtype of x), 2 DESC.
 #extension GL_ARB_gpu_shader_int64 : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint CAP = 2048u;
@@ -61,16 +62,7 @@ uvec2 load_x(uint e) {
   return uvec2((x[e >> 2] >> ((e & 3u) * 8u)) & 0xffu, 0u);
 }
 
-float half_to_float(uint h) {
-  uint sign = (h & 0x8000u) << 16;
-  uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0u) {
-    float f = float(m) * 5.9604644775390625e-8;
-    return sign != 0u ? -f : f;
-  }
-  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
-  return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
-}
+#include "half16.glsl"
 
 // Order-preserving keys.
 uint64_t f32_key(uint u) {

@@ -18,6 +18,7 @@
 // outside the matrix load as 0. Results go through a per-subgroup 16 x 16 float scratch in
 // shared memory, where alpha, beta and the rounding to float16 (nearest even) are applied.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -86,17 +87,7 @@ shared float16_t As[BM * SA];
 shared float16_t Bs[BN * SA];
 shared float Cs[(NT / 32) * 256];
 
-// float32 -> float16 bits, round to nearest even, as runtime/src/dtype.c (from common.glsl).
-uint float_to_half(float f) {
-  uint u = floatBitsToUint(f);
-  uint sign = (u >> 16) & 0x8000u;
-  uint a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
-  if (a >= 0x477ff000u) return sign | 0x7c00u;
-  if (a < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(a) * 16777216.0));
-  a += 0xc8000fffu + ((a >> 13) & 1u);
-  return (sign | (a >> 13)) & 0xffffu;
-}
+#include "half16.glsl"
 
 // chunk c of this invocation in the slice: (row, k) for a, (k, col) for b
 uvec2 chunk_a(uint c) {

@@ -173,6 +173,21 @@ struct em_backend {
 };
 
 extern const em_backend em_cpu_backend;
+extern const em_backend em_vulkan_backend; /* runtime/src/vulkan/vk_backend.c */
+
+/* ---- the slots by name (backend_slots.c) ---- */
+typedef struct em_backend_slot {
+  const char *name;   /* the member's name: "gemm" */
+  size_t offset;      /* offsetof(struct em_backend, gemm) */
+} em_backend_slot;
+/* Every function-pointer member of struct em_backend, in declaration order (a static assertion
+ * there keeps the list complete). */
+extern const em_backend_slot em_backend_slots[];
+extern const int em_backend_slot_count;
+/* Whether be's slot em_backend_slots[i] is set. */
+bool em_backend_slot_filled(const em_backend *be, int i);
+/* Empties the named slot of a writable table (test hooks); -1 with an error for an unknown name. */
+int em_backend_slot_clear(em_backend *be, const char *name);
 
 /* "fn: not implemented on <device>" unless the slot exists. */
 #define EM_NEED_KERNEL(fn, be, slot)                                                          \

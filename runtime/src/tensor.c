@@ -290,7 +290,8 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int 
   if (t == NULL) return NULL;
   const em_backend *be = em_device_backend(device);
   if (be->arange == NULL || be->arange(t, start, step) != 0) {
-    if (be->arange == NULL) em_error("arange: not implemented on %s", be->name);
+    if (be->arange == NULL)
+      em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "arange: not implemented on %s", be->name);
     em_release(t);
     return NULL;
   }
@@ -310,7 +311,8 @@ em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, 
   }
   const em_backend *be = em_device_backend(device);
   if (be->linspace == NULL || be->linspace(t, start, end) != 0) {
-    if (be->linspace == NULL) em_error("linspace: not implemented on %s", be->name);
+    if (be->linspace == NULL)
+      em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "linspace: not implemented on %s", be->name);
     em_release(t);
     return NULL;
   }

@@ -2,7 +2,10 @@
 -- comparison of a Vulkan result with the CPU's.
 --
 -- The device is lavapipe (llvmpipe) by name when present, else vulkan:0; M.V is nil when the
--- machine has no Vulkan device at all (M.why says why), and a spec is then pending.
+-- machine has no Vulkan device at all (M.why says why), and a spec is then pending. A spec
+-- starts with
+--   local VK = require('vk_helpers').open('vulkan conv')
+--   if not VK then return end
 local H = require 'helpers'
 local assert = require 'luassert'
 local ember = H.ember
@@ -21,6 +24,25 @@ end
 
 local V = find_device()
 M.V = V
+
+-- M, or nil after registering one pending test named `name` when there is no Vulkan device.
+function M.open(name)
+  if V ~= nil then return M end
+  describe(name, function() pending('no Vulkan device: ' .. M.why) end)
+  return nil
+end
+
+-- Runs f with the environment variable `name` set to value (read by the runtime when it
+-- decides, e.g. EMBER_VK_MATMUL_TILE), then unsets it, also when f raises.
+local ffi = require 'ffi'
+pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+function M.with_env(name, value, f)
+  ffi.C.setenv(name, value, 1)
+  local ok, err = pcall(f)
+  ffi.C.unsetenv(name)
+  if not ok then error(err, 0) end
+end
+
 if V == nil then
   local _, why = pcall(ember.device, 'vulkan')
   M.why = tostring(why)
@@ -64,6 +86,16 @@ function M.data(dtype, shape, lo, hi)
     t = H.map(function(v) return math.floor(v) end, t)
   end
   return ember.tensor(t, { dtype = dtype })
+end
+
+-- A random int64 index tensor (1-based, a CPU tensor) of a shape with values in [1, hi].
+function M.rand_index(shape, hi)
+  for _, n in ipairs(shape) do
+    if n == 0 then return ember.zeros(shape, { dtype = 'int64' }) end
+  end
+  local t = H.rand_table(shape, 0, 1)
+  t = H.map(function(v) return math.min(hi, 1 + math.floor(v * hi)) end, t)
+  return ember.tensor(t, { dtype = 'int64' })
 end
 
 -- The same logical input laid out several ways, built with the same view ops on both devices.

@@ -5,12 +5,9 @@
 -- adaptive pooling and their gradients (max_unpool2d included); and nn modules moved with
 -- :to(device) running forward and backward. Every Vulkan result is compared with the CPU's.
 -- tests/lua/device_spec.lua reruns this file under the validation layer.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan conv')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan conv', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
 local on, has_f64 = VK.on, VK.has_f64
 local nn = require 'ember.nn'
 local F = nn.functional

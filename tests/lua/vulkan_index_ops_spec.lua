@@ -2,20 +2,12 @@
 -- (vulkan_index_spec.lua): sorts of lines too long for one workgroup (the multi-pass merge
 -- sort), with unique and topk built on them, and the ops composed from the indexing kernels
 -- end to end (x[idx], x[mask], masked_select/masked_fill, embedding) with their gradients.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan indexing ops')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan indexing ops', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
 local on, agree, data, has_f64 = VK.on, VK.agree, VK.data, VK.has_f64
+local rand_index = VK.rand_index
 
--- A random int64 index tensor (1-based) of a shape with values in [1, hi].
-local function rand_index(shape, hi)
-  local t = H.map(function(v) return math.min(hi, 1 + math.floor(v * hi)) end,
-    H.rand_table(shape, 0, 1))
-  return ember.tensor(t, { dtype = 'int64' })
-end
 
 -- Values with many ties (stability shows in the indices) and, for floats, NaN, infinities
 -- and signed zeros.

@@ -3,30 +3,14 @@
 -- sort (with argsort and topk built on it), on every dtype, contiguous/transposed/sliced
 -- inputs, zero-size and workgroup-crossing sizes, repeated indices (accumulated with atomics,
 -- or the last one winning as on the CPU), and gradients through embedding-style lookups.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan indexing')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan indexing', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
 local on, agree, data, has_f64 = VK.on, VK.agree, VK.data, VK.has_f64
+local rand_index = VK.rand_index
 
 local DTYPES = { 'float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32',
   'int64', 'bool' }
-
--- A random int64 index tensor (1-based) of a shape with values in [1, hi].
-local function rand_index(shape, hi)
-  for _, n in ipairs(shape) do
-    if n == 0 then
-      local args = { unpack(shape) }
-      args[#args + 1] = { dtype = 'int64' }
-      return ember.zeros(unpack(args))
-    end
-  end
-  local t = H.rand_table(shape, 0, 1)
-  t = H.map(function(v) return math.min(hi, 1 + math.floor(v * hi)) end, t)
-  return ember.tensor(t, { dtype = 'int64' })
-end
 
 -- The layouts of a [r, c] input: contiguous, transposed, sliced, offset.
 local function views(x)

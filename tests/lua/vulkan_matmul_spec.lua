@@ -6,15 +6,10 @@
 --
 -- The cooperative-matrix kernel (float16 on tensor cores) needs a device that lavapipe is not:
 -- tests/gpu/matmul.lua checks it on a GPU.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan matmul')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan matmul', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
-local ffi = require 'ffi'
-pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
-local on = VK.on
+local on, with_env = VK.on, VK.with_env
 -- random data in [-3, 3]; shapes with a zero dimension give an empty tensor of that shape
 local function data(dtype, shape)
   for _, n in ipairs(shape) do
@@ -62,13 +57,6 @@ local layouts = {
 local function check(what, got, want, K)
   local t = tol(want:dtype(), K)
   VK.agree(got, want, what, t)
-end
-
-local function with_env(name, value, f)
-  ffi.C.setenv(name, value, 1)
-  local ok, err = pcall(f)
-  ffi.C.unsetenv(name)
-  if not ok then error(err, 0) end
 end
 
 local sizes = { { 1, 1, 1 }, { 7, 7, 7 }, { 65, 65, 65 }, { 129, 67, 33 }, { 5, 70, 131 },

@@ -7,12 +7,9 @@
 -- Optimizers: the fused steps with every option combination, each dtype, strided and
 -- expanded gradients and non-contiguous parameters; every ember.optim optimizer and the
 -- Torch7-style functions, a few steps on the same data on both devices.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan random')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan random', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
 local ffi = require 'ffi'
 local C = require('ember.core').C
 local on, agree, data, has_f64 = VK.on, VK.agree, VK.data, VK.has_f64
@@ -190,9 +187,7 @@ describe('vulkan random (' .. V .. ')', function()
   end)
 
   it("the float path of devices without float64 (forced): exact but normal's few ulp", function()
-    pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
-    ffi.C.setenv('EMBER_VK_RANDOM_FLOAT', '1', 1)
-    local ok, err = pcall(function()
+    VK.with_env('EMBER_VK_RANDOM_FLOAT', '1', function()
       local tol = { float32 = { 1e-4, 5e-6 }, float16 = NORMAL_TOL.float16, bfloat16 = NORMAL_TOL.bfloat16 }
       for _, dt in ipairs({ 'float32', 'float16', 'bfloat16' }) do
         same_draw('float path rand ' .. dt, function(d) return ember.rand(5003, { dtype = dt, device = d }) end, EXACT)
@@ -206,8 +201,6 @@ describe('vulkan random (' .. V .. ')', function()
       H.assert_error(function() ember.rand(3, { dtype = 'float64', device = V }) end,
         'random: not implemented on ' .. V .. ' for float64 uniform or normal values')
     end)
-    ffi.C.unsetenv('EMBER_VK_RANDOM_FLOAT')
-    assert(ok, err)
   end)
 
   it('refuses what the CPU refuses', function()

@@ -5,12 +5,9 @@
 -- enough to be cut into chunks (two-pass reductions) and layouts the kernels only read after a
 -- copy (reduced dims that do not coalesce). Gradients of the differentiable ones are compared
 -- with the CPU's. tests/lua/device_spec.lua reruns this file under the validation layer.
-local VK = require 'vk_helpers'
+local VK = require('vk_helpers').open('vulkan reductions')
+if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
-if V == nil then
-  describe('vulkan reductions', function() pending('no Vulkan device: ' .. VK.why) end)
-  return
-end
 local on, agree, data, layouts = VK.on, VK.agree, VK.data, VK.layouts
 
 local float_types = { 'float32', 'float16', 'bfloat16' }

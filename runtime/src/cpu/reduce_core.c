@@ -4,47 +4,12 @@
  */
 #include <stdlib.h>
 
+#include "../red_dims.h"
 #include "reduce_core.h"
 
 /* ---- the plan ------------------------------------------------------------------------------ */
 
-typedef struct dim_rec {
-  int64_t size, xs, os; /* size, x stride and out stride in bytes */
-} dim_rec;
-
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
-
-/* Outermost (largest |x stride|) first; stable, so equal strides keep their order. */
-static void sort_dims(dim_rec *d, int n) {
-  for (int i = 1; i < n; i++) {
-    dim_rec cur = d[i];
-    int j = i - 1;
-    while (j >= 0 && abs64(d[j].xs) < abs64(cur.xs)) {
-      d[j + 1] = d[j];
-      j--;
-    }
-    d[j + 1] = cur;
-  }
-}
-
-/* Merges an outer dim into the next inner one when both x and out step evenly across them. */
-static int coalesce(dim_rec *d, int n) {
-  if (n == 0) return 0;
-  int m = 1;
-  for (int i = 1; i < n; i++) {
-    dim_rec *prev = &d[m - 1];
-    if (prev->xs == d[i].xs * d[i].size && prev->os == d[i].os * d[i].size) {
-      prev->size *= d[i].size;
-      prev->xs = d[i].xs;
-      prev->os = d[i].os;
-    } else {
-      d[m++] = d[i];
-    }
-  }
-  return m;
-}
-
-static int64_t store_dims(const dim_rec *d, int n, int64_t *size, int64_t *xs, int64_t *os) {
+static int64_t store_dims(const em_red_dim *d, int n, int64_t *size, int64_t *xs, int64_t *os) {
   int64_t total = 1;
   for (int i = 0; i < n; i++) {
     size[i] = d[i].size;
@@ -61,20 +26,9 @@ static int64_t store_dims(const dim_rec *d, int n, int64_t *size, int64_t *xs, i
 
 void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint32_t mask) {
   int64_t xes = (int64_t)em_dtypes[x->dtype_id].size, oes = (int64_t)em_dtypes[out->dtype_id].size;
-  dim_rec kept[EM_MAX_DIMS], red[EM_MAX_DIMS];
-  int nk = 0, nr = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    int64_t n = x->sizes[d];
-    if (n == 1) continue;
-    bool walks_out = out->ndim == x->ndim && out->sizes[d] == n;
-    dim_rec r = {n, x->strides[d] * xes, walks_out ? out->strides[d] * oes : 0};
-    if (mask & (1u << d)) red[nr++] = r;
-    else kept[nk++] = r;
-  }
-  sort_dims(kept, nk);
-  sort_dims(red, nr);
-  nk = coalesce(kept, nk);
-  nr = coalesce(red, nr);
+  em_red_dim kept[EM_MAX_DIMS], red[EM_MAX_DIMS];
+  int nk, nr;
+  em_red_dims_split(out, x, mask, xes, oes, kept, &nk, red, &nr); /* strides in bytes */
   p->nout = store_dims(kept, nk, p->ksize, p->kx, p->ko);
   p->nred = store_dims(red, nr, p->rsize, p->rx, p->ro);
   p->nk = nk > 0 ? nk : 1;
@@ -90,10 +44,10 @@ void em_red_plan_build(em_red_plan *p, em_tensor *out, const em_tensor *x, uint3
   /* It also wins for short reductions (softmax over 4 classes, sums of pairs): the row path
    * pays tens of ns of setup per output, the column path a strided load per element. */
   p->column = kn > 1 && kin != 0 &&
-              (rin == 0 || abs64(kin) < abs64(rin) || p->nred <= EM_RED_SHORT);
+              (rin == 0 || em_abs64(kin) < em_abs64(rin) || p->nred <= EM_RED_SHORT);
   p->width = kn < EM_RED_SPAN ? kn : EM_RED_SPAN;
   /* A group sweeps width * |kin| bytes once per reduced position: keep that within L2. */
-  int64_t cap = EM_RED_GROUP_BYTES / (abs64(kin) > 0 ? abs64(kin) : 1);
+  int64_t cap = EM_RED_GROUP_BYTES / (em_abs64(kin) > 0 ? em_abs64(kin) : 1);
   if (cap < EM_RED_TILE) cap = EM_RED_TILE;
   if (p->width > cap) p->width = cap;
   em_red_plan_narrow(p, 1);

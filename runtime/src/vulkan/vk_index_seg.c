@@ -46,18 +46,9 @@ int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tens
   int64_t st[3][EM_MAX_DIMS], size[EM_MAX_DIMS];
   int nd = 0, rc = -1;
   if (sp == NULL) goto done;
-  for (int d = src->ndim - 1; d >= 0; d--) { /* line dimensions, innermost first, merged */
-    if (d == dim || src->sizes[d] == 1) continue;
-    int64_t s[3] = {x->strides[d], src->strides[d], put ? 0 : sorted->strides[d]};
-    lines *= src->sizes[d];
-    if (nd > 0 && s[0] == st[0][nd - 1] * size[nd - 1] && s[1] == st[1][nd - 1] * size[nd - 1] &&
-        s[2] == st[2][nd - 1] * size[nd - 1]) {
-      size[nd - 1] *= src->sizes[d];
-      continue;
-    }
-    size[nd] = src->sizes[d];
-    for (int o = 0; o < 3; o++) st[o][nd] = s[o];
-    nd++;
+  { /* line dimensions, innermost first, merged (index: stride 0 when put) */
+    const em_tensor *walk[3] = {x, src, put ? NULL : sorted};
+    nd = vk_line_dims(src, dim, 3, walk, size, st, &lines);
   }
   if (lines == 0 || m == 0) {
     rc = 0;

@@ -254,6 +254,11 @@ int em_vulkan_discover(void) {
     snprintf(D->name, sizeof D->name, "vulkan:%d", registered);
     D->table = em_vulkan_backend;
     D->table.name = D->name;
+    if (em_vk_test_empty_slots(&D->table) != 0) { /* a misspelt hook must not pass unseen */
+      snprintf(discovery_note, sizeof discovery_note, "%s", em_last_error());
+      free(D);
+      break;
+    }
     pthread_mutex_init(&D->lock, NULL);
     em_device_desc desc = {
       .backend = &D->table,
@@ -275,7 +280,7 @@ int em_vulkan_discover(void) {
     registered++;
   }
   free(phys);
-  if (registered == 0)
+  if (registered == 0 && discovery_note[0] == '\0')
     snprintf(discovery_note, sizeof discovery_note, "no Vulkan device has a compute queue");
   return registered;
 }

@@ -105,3 +105,18 @@ unsigned em_vk_test_hooks(void) {
   cached = (int)hooks;
   return hooks;
 }
+
+int em_vk_test_empty_slots(em_backend *table) {
+  static const char key[] = "empty-slot:";
+  const char *env = getenv("EMBER_VK_TEST");
+  for (const char *p = env ? strstr(env, key) : NULL; p != NULL; p = strstr(p, key)) {
+    p += sizeof key - 1;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(p, ","), p);
+    if (em_backend_slot_clear(table, name) != 0) {
+      em_error_prefix("EMBER_VK_TEST");
+      return -1;
+    }
+  }
+  return 0;
+}

@@ -24,11 +24,9 @@ int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x) {
   blocks_push p = {.n = (uint32_t)n, .ndim = (uint32_t)x->ndim, .base = (uint32_t)x->offset,
                    .count = (uint32_t)count, .obase = (uint32_t)out->offset,
                    .blocks = (uint32_t)blocks};
-  int64_t lo = x->offset, hi = x->offset;
+  int64_t lo, hi;
+  vk_span(x, &lo, &hi);
   for (int d = 0; d < x->ndim; d++) {
-    int64_t span = x->strides[d] * (x->sizes[d] - 1);
-    if (span > 0) hi += span;
-    else lo += span;
     p.size[x->ndim - 1 - d] = (uint32_t)x->sizes[d];
     p.st[x->ndim - 1 - d] = (int32_t)x->strides[d];
   }

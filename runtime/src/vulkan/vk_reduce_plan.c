@@ -5,43 +5,8 @@
  */
 #include <stdlib.h>
 
+#include "../red_dims.h"
 #include "vk_reduce.h"
-
-typedef struct dim_rec {
-  int64_t size, xs, os;
-} dim_rec;
-
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
-
-/* Largest |x stride| first; stable. */
-static void sort_dims(dim_rec *d, int n) {
-  for (int i = 1; i < n; i++) {
-    dim_rec cur = d[i];
-    int j = i - 1;
-    while (j >= 0 && abs64(d[j].xs) < abs64(cur.xs)) {
-      d[j + 1] = d[j];
-      j--;
-    }
-    d[j + 1] = cur;
-  }
-}
-
-/* Merges an outer dim into the next inner one when x and out both step evenly across them. */
-static int coalesce(dim_rec *d, int n) {
-  if (n == 0) return 0;
-  int m = 1;
-  for (int i = 1; i < n; i++) {
-    dim_rec *prev = &d[m - 1];
-    if (prev->xs == d[i].xs * d[i].size && prev->os == d[i].os * d[i].size) {
-      prev->size *= d[i].size;
-      prev->xs = d[i].xs;
-      prev->os = d[i].os;
-    } else {
-      d[m++] = d[i];
-    }
-  }
-  return m;
-}
 
 bool vk_red_cpu_type(const vk_device *D) {
   return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -74,20 +39,9 @@ const char *vk_scan_variant(const vk_device *D, const char *fn, em_dtype d) {
 /* Tries x's own layout: true when the kept dims coalesce into at most two groups and the
  * reduced ones into one. */
 static bool plan_direct(vk_lines *L, const em_tensor *out, const em_tensor *x, uint32_t mask) {
-  dim_rec kept[EM_MAX_DIMS], red[EM_MAX_DIMS];
-  int nk = 0, nr = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    int64_t n = x->sizes[d];
-    if (n == 1) continue;
-    bool walks_out = out->ndim == x->ndim && out->sizes[d] == n;
-    dim_rec r = {n, x->strides[d], walks_out ? out->strides[d] : 0};
-    if (mask & (1u << d)) red[nr++] = r;
-    else kept[nk++] = r;
-  }
-  sort_dims(kept, nk);
-  sort_dims(red, nr);
-  nk = coalesce(kept, nk);
-  nr = coalesce(red, nr);
+  em_red_dim kept[EM_MAX_DIMS], red[EM_MAX_DIMS];
+  int nk, nr;
+  em_red_dims_split(out, x, mask, 1, 1, kept, &nk, red, &nr); /* strides in elements */
   if (nk > 2 || nr > 1) return false;
   L->R = nr ? red[0].size : 1;
   L->sr = nr ? red[0].xs : 0;
@@ -174,7 +128,7 @@ static uint32_t pow_at_least(int64_t n, uint32_t cap, int shift) {
 int vk_lanes_pick(vk_lanes *P, const vk_device *D, const char *fn, int64_t nlines, int64_t R,
                   int64_t sr, int64_t K, int64_t sk, uint32_t max_tr) {
   /* COL when neighbouring lines are closer in memory than neighbouring elements of a line. */
-  P->col = K > 1 && R > 1 && abs64(sk) < abs64(sr);
+  P->col = K > 1 && R > 1 && em_abs64(sk) < em_abs64(sr);
   uint32_t tr;
   if (P->col) {
     uint32_t lines = pow_at_least(K, 64, 2); /* 64 neighbours: 256 contiguous bytes of float32 */

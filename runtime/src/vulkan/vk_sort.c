@@ -43,33 +43,18 @@ int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int di
   uint64_t p2 = 1;
   while ((int64_t)p2 < n) p2 *= 2;
   p.p2 = (uint32_t)(p2 < 2 ? 2 : p2);
-  int64_t size[EM_MAX_DIMS], xs[EM_MAX_DIMS], vs[EM_MAX_DIMS], rows = 1;
-  int nd = 0;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    if (d == dim || x->sizes[d] == 1) continue;
-    rows *= x->sizes[d];
-    if (nd > 0 && x->strides[d] == xs[nd - 1] * size[nd - 1] &&
-        values->strides[d] == vs[nd - 1] * size[nd - 1]) {
-      size[nd - 1] *= x->sizes[d];
-      continue;
-    }
-    size[nd] = x->sizes[d];
-    xs[nd] = x->strides[d];
-    vs[nd] = values->strides[d];
-    nd++;
-  }
+  int64_t size[EM_MAX_DIMS], st[2][EM_MAX_DIMS], rows;
+  const em_tensor *walk[2] = {x, values};
+  int nd = vk_line_dims(x, dim, 2, walk, size, st, &rows);
+  const int64_t *xs = st[0], *vs = st[1];
   if (rows == 0 || n == 0) return 0;
   if (nd > SORT_DIMS)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
                              "sort: not implemented on %s for layouts of more than %d "
                              "non-mergeable dimensions (got %d)", D->name, SORT_DIMS, nd);
   /* element indices stay within 31 bits (values and indices are fresh and contiguous) */
-  int64_t lo = x->offset, hi = x->offset;
-  for (int d = 0; d < x->ndim; d++) {
-    int64_t span = x->strides[d] * (x->sizes[d] - 1);
-    if (span > 0) hi += span;
-    else lo += span;
-  }
+  int64_t lo, hi;
+  vk_span(x, &lo, &hi);
   if (lo < 0 || hi >= INT32_MAX || values->offset + em_numel(values) >= INT32_MAX ||
       indices->offset + em_numel(indices) >= INT32_MAX / 2 || rows > UINT32_MAX)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
@@ -118,11 +103,9 @@ int em_vk_nonzero(em_tensor *out, const em_tensor *x) {
   if (n > 4096) return em_vk_nonzero_blocks(out, x); /* more than one block: many workgroups */
   nonzero_push p = {.n = (uint32_t)n, .ndim = (uint32_t)x->ndim, .base = (uint32_t)x->offset,
                     .count = (uint32_t)count, .obase = (uint32_t)out->offset};
-  int64_t lo = x->offset, hi = x->offset;
+  int64_t lo, hi;
+  vk_span(x, &lo, &hi);
   for (int d = 0; d < x->ndim; d++) {
-    int64_t span = x->strides[d] * (x->sizes[d] - 1);
-    if (span > 0) hi += span;
-    else lo += span;
     p.size[x->ndim - 1 - d] = (uint32_t)x->sizes[d];
     p.st[x->ndim - 1 - d] = (int32_t)x->strides[d];
   }

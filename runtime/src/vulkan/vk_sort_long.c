@@ -26,16 +26,6 @@ typedef struct long_push {
 } long_push;
 _Static_assert(sizeof(long_push) <= VK_MAX_PUSH, "sort_long push constants exceed 128 bytes");
 
-/* Lowest and highest element index a strided tensor reaches. */
-static void span_of(const em_tensor *t, int64_t *lo, int64_t *hi) {
-  *lo = *hi = t->offset;
-  for (int d = 0; d < t->ndim; d++) {
-    int64_t span = t->strides[d] * (t->sizes[d] - 1);
-    if (span > 0) *hi += span;
-    else *lo += span;
-  }
-}
-
 /* Workgroups for `work` items of 256, within the grid limit (the kernels loop over the rest). */
 static uint32_t groups_for(const vk_device *D, uint64_t work, uint64_t per) {
   uint64_t g = (work + per - 1) / per, max = D->props.limits.maxComputeWorkGroupCount[0];
@@ -47,24 +37,13 @@ static uint32_t groups_for(const vk_device *D, uint64_t work, uint64_t per) {
  * with an error. */
 static int plan(long_push *pp, const vk_device *D, const em_tensor *values,
                 const em_tensor *indices, const em_tensor *x, int dim) {
-  int64_t n = x->sizes[dim], rows = 1;
+  int64_t n = x->sizes[dim], rows;
   long_push p = {.xstep = (int32_t)x->strides[dim], .vstep = (int32_t)values->strides[dim]};
   /* the other dimensions, innermost first, merged where x and values both allow */
-  int64_t size[EM_MAX_DIMS], xs[EM_MAX_DIMS], vs[EM_MAX_DIMS];
-  int nd = 0;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    if (d == dim || x->sizes[d] == 1) continue;
-    rows *= x->sizes[d];
-    if (nd > 0 && x->strides[d] == xs[nd - 1] * size[nd - 1] &&
-        values->strides[d] == vs[nd - 1] * size[nd - 1]) {
-      size[nd - 1] *= x->sizes[d];
-      continue;
-    }
-    size[nd] = x->sizes[d];
-    xs[nd] = x->strides[d];
-    vs[nd] = values->strides[d];
-    nd++;
-  }
+  int64_t size[EM_MAX_DIMS], st[2][EM_MAX_DIMS];
+  const em_tensor *walk[2] = {x, values};
+  int nd = vk_line_dims(x, dim, 2, walk, size, st, &rows);
+  const int64_t *xs = st[0], *vs = st[1];
   if (rows == 0 || n == 0) return 1;
   for (int d = 0; d < x->ndim; d++)
     if (indices->strides[d] != values->strides[d])
@@ -77,8 +56,8 @@ static int plan(long_push *pp, const vk_device *D, const em_tensor *values,
                              "non-mergeable dimensions (got %d)", D->name, LONG_DIMS, nd);
   /* element indices within 31 bits; the scratch records within one storage-buffer binding */
   int64_t total = n * rows, xlo, xhi, vlo, vhi;
-  span_of(x, &xlo, &xhi);
-  span_of(values, &vlo, &vhi);
+  vk_span(x, &xlo, &xhi);
+  vk_span(values, &vlo, &vhi);
   if (xlo < 0 || xhi >= INT32_MAX || vlo < 0 || vhi >= INT32_MAX / 2 || total >= INT32_MAX)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
                              "sort: not implemented on %s for tensors beyond 2^30 elements",
