@@ -37,7 +37,19 @@ layout(std430, set = 0, binding = 1) readonly buffer Quads1 { uvec4 q[]; } qbuf1
 void vec4_copy() {
   uint words = pc.size[0], nq = words >> 2;
   uint gid = gl_GlobalInvocationID.x, step_ = gl_NumWorkGroups.x * uint(WG_SIZE);
-  for (uint v = gid; v < nq; v += step_) {
+  // four quads per iteration, all loaded before any is stored (pointwise.comp's vec4 path
+  // says why)
+  uint v = gid;
+  for (; nq >= 3u * step_ && v < nq - 3u * step_; v += 4u * step_) {
+    uint v1 = v + step_, v2 = v1 + step_, v3 = v2 + step_;
+    uvec4 a = qbuf1.q[pc.base[1] + v], b = qbuf1.q[pc.base[1] + v1];
+    uvec4 c = qbuf1.q[pc.base[1] + v2], d = qbuf1.q[pc.base[1] + v3];
+    qbuf0.q[pc.base[0] + v] = a;
+    qbuf0.q[pc.base[0] + v1] = b;
+    qbuf0.q[pc.base[0] + v2] = c;
+    qbuf0.q[pc.base[0] + v3] = d;
+  }
+  for (; v < nq; v += step_) {
     qbuf0.q[pc.base[0] + v] = qbuf1.q[pc.base[1] + v];
     if (nq - v <= step_) break;
   }

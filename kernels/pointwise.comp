@@ -369,14 +369,30 @@ void vec4_main() {
   T c2 = r2 && s2 ? load2(pc.base[2]) : ZERO;
   T c3 = r3 && s3 ? load3(pc.base[3]) : ZERO;
   uvec4 q0 = uvec4(pc.base[0], pc.base[1], pc.base[2], pc.base[3]) >> 2u;
-  for (uint v = gid; v < nq; v += step_) {
-    T4 x1 = s1 ? T4(c1) : from_bits4(qbuf1.q[q0.y + v]);
-    T4 x2 = !r2 ? T4(ZERO) : s2 ? T4(c2) : from_bits4(qbuf2.q[q0.z + v]);
-    T4 x3 = !r3 ? T4(ZERO) : s3 ? T4(c3) : from_bits4(qbuf3.q[q0.w + v]);
-    qbuf0.q[q0.x + v] = uvec4(compute_bits(op, x1.x, x2.x, x3.x).x,
-                                compute_bits(op, x1.y, x2.y, x3.y).x,
-                                compute_bits(op, x1.z, x2.z, x3.z).x,
-                                compute_bits(op, x1.w, x2.w, x3.w).x);
+  // Four quads per iteration, step_ apart (so each load instruction stays coalesced across the
+  // subgroup), all loaded before any is stored: the output may alias an input as far as the
+  // compiler knows, so only loads written first are in flight together. One quad at a time
+  // kept an H200 at 3.3 of its 4.3 TB/s.
+#define QUAD_IN(x1, x2, x3, v)                                                               \
+  T4 x1 = s1 ? T4(c1) : from_bits4(qbuf1.q[q0.y + v]);                                       \
+  T4 x2 = !r2 ? T4(ZERO) : s2 ? T4(c2) : from_bits4(qbuf2.q[q0.z + v]);                      \
+  T4 x3 = !r3 ? T4(ZERO) : s3 ? T4(c3) : from_bits4(qbuf3.q[q0.w + v]);
+#define QUAD_OUT(x1, x2, x3, v)                                                              \
+  qbuf0.q[q0.x + v] = uvec4(compute_bits(op, x1.x, x2.x, x3.x).x,                           \
+                            compute_bits(op, x1.y, x2.y, x3.y).x,                           \
+                            compute_bits(op, x1.z, x2.z, x3.z).x,                           \
+                            compute_bits(op, x1.w, x2.w, x3.w).x);
+  uint v = gid;
+  for (; nq >= 3u * step_ && v < nq - 3u * step_; v += 4u * step_) {
+    uint v1 = v + step_, v2 = v1 + step_, v3 = v2 + step_;
+    QUAD_IN(a1, a2, a3, v) QUAD_IN(b1, b2, b3, v1) QUAD_IN(c1_, c2_, c3_, v2)
+    QUAD_IN(d1, d2, d3, v3)
+    QUAD_OUT(a1, a2, a3, v) QUAD_OUT(b1, b2, b3, v1) QUAD_OUT(c1_, c2_, c3_, v2)
+    QUAD_OUT(d1, d2, d3, v3)
+  }
+  for (; v < nq; v += step_) {  // the last quads, one at a time
+    QUAD_IN(x1, x2, x3, v)
+    QUAD_OUT(x1, x2, x3, v)
     if (nq - v <= step_) break;
   }
   if (gid < (n & 3u)) {  // the tail, one element per invocation

@@ -5,7 +5,8 @@ local dev = ember.device(arg[1] or 'vulkan').name
 local n = 256 * 1024 * 1024 -- 1 GiB of float32
 local function median(t) table.sort(t) return t[math.floor((#t + 1) / 2)] end
 local function time(f, reps)
-  f(); ember.synchronize(dev)
+  local w0 = ember.clock() -- a quarter second of warm-up: an idle GPU raises its clocks slowly
+  repeat f(); ember.synchronize(dev) until ember.clock() - w0 > 0.25
   local s = {}
   for i = 1, reps do
     local t0 = ember.clock()

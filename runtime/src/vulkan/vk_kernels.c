@@ -100,7 +100,7 @@ static uint32_t vec4_max_groups(const vk_device *D) {
   if (forced == ~0u) {
     const char *e = getenv("EMBER_VK_VEC4_GROUPS");
     long v = e ? strtol(e, NULL, 10) : 0;
-    forced = v > 0 && v <= 65535 ? (uint32_t)v : 0;
+    forced = v > 0 && v <= (1l << 20) ? (uint32_t)v : 0; /* the kernels step 3 grids at once */
   }
   if (forced) return forced;
   return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 2048 : 65535;

@@ -423,8 +423,9 @@ int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_te
     if (ops[i]) blocks[i] = ops[i]->storage->backend_ctx;
   em_vk_hazards(D, cmd, blocks + 1, 3, blocks, 1);
   uint64_t groups = ((uint64_t)p->n + 255) / 256;
+  /* at most 2^23 groups of 256, so that the kernels' grid stride (groups x 256) fits 32 bits */
   uint64_t max_groups = D->props.limits.maxComputeWorkGroupCount[0];
-  if (max_groups > 65535) max_groups = 65535;
+  if (max_groups > (1u << 23)) max_groups = 1u << 23;
   if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_groups = 2; /* exercises the grid-stride loop */
   if (groups > max_groups) groups = max_groups;
   uint32_t grid[3] = {(uint32_t)groups, 1, 1};
