@@ -1,8 +1,9 @@
 #version 450
 // variants: F32 F64
 //
-// conv_sum.comp: adds up the split-K partial products of conv_gemm.comp's weight gradient,
-// out[i] = sum over s of part[s * stride + i]. A workgroup takes 256 / LANES outputs; the
+// conv_sum.comp: adds up the split-K partial products of conv_gemm.comp's weight gradient and
+// of matmul.comp, out[i] = alpha * (sum over s of part[s * stride + i]) + beta * out[i] (out
+// unread when beta is 0). A workgroup takes 256 / LANES outputs; the
 // LANES threads of an output sum every LANES-th split, then add their sums in lane order
 // through shared memory, so the result does not depend on scheduling (no atomics) and a long
 // list of splits over few outputs (a first layer's weights) still spreads over many threads.
@@ -21,8 +22,15 @@ layout(std430, set = 0, binding = 0) buffer Out { T o[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Part { T part[]; };
 
 layout(push_constant) uniform Params {
-  uint n, splits, stride, off_o, groups_x;
+  uint n, splits, stride, off_o, groups_x, pad_;
+  T alpha, beta;
 } p;
+
+void put(uint i, T s) {
+  T v = p.alpha * s;
+  if (p.beta != T(0)) v += p.beta * o[p.off_o + i];
+  o[p.off_o + i] = v;
+}
 
 shared T sums[256];
 
@@ -33,7 +41,7 @@ void main() {
   if (i < p.n)
     for (uint k = lane; k < p.splits; k += LANES) s += part[k * p.stride + i];
   if (LANES == 1u) {
-    if (i < p.n) o[p.off_o + i] = s;
+    if (i < p.n) put(i, s);
     return;
   }
   sums[t] = s;
@@ -41,6 +49,6 @@ void main() {
   if (lane == 0u && i < p.n) {
     T r = sums[e];
     for (uint l = 1; l < LANES; l++) r += sums[l * PER + e];
-    o[p.off_o + i] = r;
+    put(i, r);
   }
 }

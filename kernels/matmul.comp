@@ -101,7 +101,8 @@ layout(push_constant) uniform Params {
   uint batch0;                  // first batch of this launch
   uint n0;                      // first column tile of this launch
   uint a_mode, b_mode, flags;   // the generic pipeline's A_MODE, B_MODE, FLAGS
-  uint pad_;
+  uint ksplit;                  // split K (float32, one matrix): workgroup z sums K range
+                                // [z ksplit, (z + 1) ksplit) into partial product z; 0: no split
   T alpha, beta;
 } p;
 
@@ -127,6 +128,8 @@ layout(std430, binding = 2) readonly buffer B4 { vec4 b4[]; };
 #endif
 
 shared V4 As[NBUF * BK * RS];
+// The end of this workgroup's K range (p.K, or its split's end): loads past it read 0.
+uint kend;
 shared V4 Bs[NBUF * BK * RS];
 
 #ifdef IS_H16
@@ -229,12 +232,12 @@ V4 load_a(uint base, uint row0, uint k0) {
   uint sm = uint(p.a_sm), sk = uint(p.a_sk);
   V4 v = V4(0);
   if ((A_MODE & 2u) != 0u) {  // whole aligned chunks: all 4 in range or none
-    if (r < p.M && k < p.K) v = ld4_a(base + r * sm + k * sk);
+    if (r < p.M && k < kend) v = ld4_a(base + r * sm + k * sk);
     return v;
   }
   // one element at a time, each component named (no dynamic vector indexing)
   uint dr = (A_MODE & 1u) == 0u ? 0u : 1u, dk = 1u - dr;
-#define LD_A(J, C) if (r + J * dr < p.M && k + J * dk < p.K) v.C = ld_a(base + (r + J * dr) * sm + (k + J * dk) * sk);
+#define LD_A(J, C) if (r + J * dr < p.M && k + J * dk < kend) v.C = ld_a(base + (r + J * dr) * sm + (k + J * dk) * sk);
   LD_A(0u, x) LD_A(1u, y) LD_A(2u, z) LD_A(3u, w)
   return v;
 }
@@ -245,11 +248,11 @@ V4 load_b(uint base, uint col0, uint k0) {
   uint sk = uint(p.b_sk), sn = uint(p.b_sn);
   V4 v = V4(0);
   if ((B_MODE & 2u) != 0u) {
-    if (k < p.K && n < p.N) v = ld4_b(base + k * sk + n * sn);
+    if (k < kend && n < p.N) v = ld4_b(base + k * sk + n * sn);
     return v;
   }
   uint dk = (B_MODE & 1u) == 0u ? 0u : 1u, dn = 1u - dk;
-#define LD_B(J, C) if (k + J * dk < p.K && n + J * dn < p.N) v.C = ld_b(base + (k + J * dk) * sk + (n + J * dn) * sn);
+#define LD_B(J, C) if (k + J * dk < kend && n + J * dn < p.N) v.C = ld_b(base + (k + J * dk) * sk + (n + J * dn) * sn);
   LD_B(0u, x) LD_B(1u, y) LD_B(2u, z) LD_B(3u, w)
   return v;
 }
@@ -369,18 +372,26 @@ void main() {
   ROWS(DECLARE)
   V4 ra, rb;
 
-  uint slices = (p.K + BK - 1u) / BK;
+  // a split (p.ksplit, a multiple of BK) takes its own K range; its z picks the partial
+  // product it writes (the batch strides are 0: split products have one matrix)
+  uint kbeg = 0u;
+  kend = p.K;
+  if (p.ksplit != 0u) {
+    kbeg = z * p.ksplit;
+    kend = min(p.K, kbeg + p.ksplit);
+  }
+  uint slices = (kend - kbeg + BK - 1u) / BK;
   if (slices > 0u) {
-    store_a(0u, load_a(abase, row0, 0u));
-    store_b(0u, load_b(bbase, col0, 0u));
+    store_a(0u, load_a(abase, row0, kbeg));
+    store_b(0u, load_b(bbase, col0, kbeg));
     barrier();
   }
   for (uint s = 0u; s < slices; s++) {
     uint buf = NBUF == 2 ? s & 1u : 0u;
     bool more = s + 1u < slices;
     if (more) {
-      ra = load_a(abase, row0, (s + 1u) * BK);
-      rb = load_b(bbase, col0, (s + 1u) * BK);
+      ra = load_a(abase, row0, kbeg + (s + 1u) * BK);
+      rb = load_b(bbase, col0, kbeg + (s + 1u) * BK);
     }
     [[unroll]] for (uint k = 0u; k < BK; k++) {
       uint at = (buf * BK + k) * RS;

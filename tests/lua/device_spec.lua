@@ -241,6 +241,37 @@ describe('devices', function()
       assert.truthy(out:find('validation layer active', 1, true), out)
     end)
 
+    it('EMBER_VK_PROFILE=1 prints GPU time per kernel at exit, counting every dispatch', function()
+      -- 7 additions and 3 matrix products: the table's counts must say so, and every timed
+      -- kernel took some time; under the validation layer the timestamp commands raise nothing
+      local out, err, rc = child('EMBER_VK_PROFILE=1 EMBER_VK_VALIDATION=1', ([[
+        local e = require "ember"
+        local x = e.rand(64, 64, { device = %q })
+        local y = x
+        for _ = 1, 7 do y = y + x end
+        for _ = 1, 3 do y = y:matmul(x) end
+        print(y:sum():item() == y:sum():item())]]):format(V))
+      assert.are.equal(0, rc, err)
+      assert.are.equal('true\n', out)
+      assert.truthy(err:find(V .. ' profile (GPU time per kernel, dispatches serialized)', 1, true), err)
+      assert.falsy(err:find('vulkan validation', 1, true), err)
+      -- rows: the kernel in 32 columns, then calls, total ms, mean us, share
+      local calls, rows = {}, 0
+      for line in err:gmatch('[^\n]+') do
+        local name, n, ms = line:sub(1, 32):match('^(%S+)'), tonumber(line:sub(33, 41)),
+          tonumber(line:sub(42, 53))
+        if name and n and ms then
+          rows = rows + 1
+          calls[name] = (calls[name] or 0) + n
+          assert.is_true(ms > 0, line)
+        end
+      end
+      assert.are.equal(7, calls.pointwise_F32, err)
+      assert.are.equal(3, calls.matmul_F32_S, err)
+      assert.is_true(rows >= 3, err)
+      assert.truthy(err:find('\ntotal%s+[%d.]+\n'), err)
+    end)
+
     it('Vulkan stays unloaded until a device is listed or named', function()
       local out, err, rc = child('EMBER_DEVICE=cpu', [[
         local e = require "ember"

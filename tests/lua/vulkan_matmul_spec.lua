@@ -194,6 +194,27 @@ describe('vulkan matmul (' .. V .. ')', function()
     end
   end)
 
+  it('splits a long K over workgroups (float32, few output tiles), in a fixed order', function()
+    -- vk_matmul.c's split_k: fewer than 256 workgroups' worth of tiles and K >= 512; the
+    -- splits' partial products are added by conv_sum.comp with alpha and beta
+    for _, s in ipairs({ { 70, 33, 1000 }, { 8, 8, 16384 }, { 64, 130, 1001 }, { 3, 5, 777 } }) do
+      local M, N, K = s[1], s[2], s[3]
+      for _, la in ipairs({ 'contiguous', 'transposed', 'sliced' }) do
+        local a, va = layouts[la]('float32', M, K)
+        local b, vb = layouts.transposed('float32', K, N)
+        local what = ('split K %dx%dx%d a %s'):format(M, N, K, la)
+        local got = va:matmul(vb)
+        check(what, got, a:matmul(b), K)
+        assert.are.same(got:totable(), va:matmul(vb):totable(), what .. ': not deterministic')
+        local c = data('float32', { M, N })
+        check(what .. ' addmm', ember.addmm(on(c), va, vb, { beta = 0.5, alpha = -2 }),
+          ember.addmm(c, a, b, { beta = 0.5, alpha = -2 }), K)
+        local nan = ember.full({ M, N }, 0 / 0)
+        check(what .. ' beta=0 NaN', ember.addmm(on(nan), va, vb, { beta = 0 }), a:matmul(b), K)
+      end
+    end
+  end)
+
   it('computes the vector products built on gemm (mv, dot, outer)', function()
     for _, dt in ipairs(dtypes) do
       local m, v, w = data(dt, { 37, 300 }), data(dt, { 300 }), data(dt, { 41 })

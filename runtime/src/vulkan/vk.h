@@ -48,7 +48,8 @@
   X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)                \
   X(vkCreatePipelineLayout) X(vkCreateDescriptorSetLayout) X(vkCreateDescriptorPool)          \
   X(vkResetDescriptorPool) X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets)              \
-  X(vkCreatePipelineCache) X(vkGetPipelineCacheData)
+  X(vkCreatePipelineCache) X(vkGetPipelineCacheData) X(vkCreateQueryPool) X(vkCmdResetQueryPool)  \
+  X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults)
 
 #define VK_DECLARE_FN(name) PFN_##name name;
 typedef struct vk_global_fns {
@@ -186,6 +187,7 @@ struct vk_device {
   VkPhysicalDeviceMemoryProperties memprops;
   em_device_type type;
   uint32_t queue_family;
+  uint32_t timestamp_bits;    /* the queue's timestampValidBits (0: no timestamps) */
   uint32_t features;          /* EM_FEATURE_* */
   uint32_t subgroup_size;
   uint64_t max_alloc;         /* maxMemoryAllocationSize */
@@ -218,6 +220,7 @@ struct vk_device {
   uint32_t pipes_unsaved;     /* created since the cache file was last written */
   char cache_path[512];
   struct vk_flag *flag;       /* device-side error reports (vk_flag.c); NULL until needed */
+  struct vk_profile *profile; /* per-kernel GPU times (vk_profile.c); NULL unless EMBER_VK_PROFILE */
   uint64_t host_waits;        /* em_vk_wait_serial / em_vk_wait_idle calls that waited */
 };
 
@@ -284,6 +287,19 @@ void em_vk_flag_before_submit(vk_device *D, VkCommandBuffer cmd);
 uint32_t em_vk_flag_name(vk_device *D, const char *fn);
 /* After a wait: raises (returns -1 with the message) and clears a set flag. D->lock held. */
 int em_vk_flag_check(vk_device *D);
+
+/* vk_profile.c: EMBER_VK_PROFILE=1 times every dispatch with GPU timestamps (dispatches are
+ * then serialized by a barrier each, so each time is the kernel's own) and prints a table per
+ * kernel at exit. All with D->lock held. */
+int em_vk_profile_init(vk_device *D);
+/* A frame's command buffer was begun: resets its timestamps. */
+void em_vk_profile_begin(vk_device *D, int frame, VkCommandBuffer cmd);
+/* Around one dispatch of module `module` (an index of em_spirv_modules) and `op`: the
+ * elementwise op, 0x80000000 | a launch's first specialization constant, or UINT32_MAX. */
+void em_vk_profile_before(vk_device *D, VkCommandBuffer cmd, int module, uint32_t op);
+void em_vk_profile_after(vk_device *D, VkCommandBuffer cmd);
+/* A frame completed: adds its timestamps to the totals. */
+void em_vk_profile_retire(vk_device *D, int frame);
 
 /* vk_transfer.c */
 int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes);

@@ -68,7 +68,7 @@ int em_vk_command_init(vk_device *D) {
   D->next_serial = 1;
   D->completed_serial = 0;
   D->epoch = 1;
-  return 0;
+  return em_vk_profile_init(D);
 }
 
 /* Waits for a submitted frame and makes it reusable. */
@@ -76,6 +76,7 @@ static int retire(vk_device *D, vk_frame *f) {
   if (!f->pending) return 0;
   VkResult r = D->fn.vkWaitForFences(D->dev, 1, &f->fence, VK_TRUE, UINT64_MAX);
   if (r != VK_SUCCESS) return em_error("%s: waiting for the device failed (%s)", D->name, em_vk_result_name(r));
+  if (D->profile) em_vk_profile_retire(D, (int)(f - D->frames));
   D->fn.vkResetFences(D->dev, 1, &f->fence);
   if (f->pool) D->fn.vkResetDescriptorPool(D->dev, f->pool, 0);
   f->pending = false;
@@ -97,6 +98,7 @@ VkCommandBuffer em_vk_cmd(vk_device *D) {
     return NULL;
   }
   f->recording = true;
+  if (D->profile) em_vk_profile_begin(D, D->current, f->cmd);
   f->dispatches = 0;
   f->groups = 0;
   D->bound = VK_NULL_HANDLE;
@@ -163,7 +165,7 @@ int em_vk_count_dispatch(vk_device *D) {
 
 void em_vk_hazards(vk_device *D, VkCommandBuffer cmd, vk_block *const *reads, int nreads,
                    vk_block *const *writes, int nwrites) {
-  bool need = false;
+  bool need = D->profile != NULL; /* profiling times each kernel alone (vk_profile.c) */
   for (int i = 0; i < nreads && !need; i++)
     need = reads[i] && reads[i]->write_epoch == D->epoch;
   for (int i = 0; i < nwrites && !need; i++)

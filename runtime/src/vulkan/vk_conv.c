@@ -123,20 +123,34 @@ static uint32_t weight_grad_splits(const conv_push *p, int64_t groups) {
   return s < 1 ? 1 : (uint32_t)s;
 }
 
-/* conv_sum.comp: gw = the sum of the splits' partial products; LANES threads per output
- * share the splits, about 8 splits each. */
-static int sum_splits(em_tensor *gw, const em_tensor *part, uint32_t splits, int64_t total) {
+/* conv_sum.comp: out = alpha * (the sum of the splits' partial products) + beta * out; LANES
+ * threads per output share the splits, about 8 splits each. Also matmul's split-K sum. */
+int em_vk_sum_splits(em_tensor *out, const em_tensor *part, uint32_t splits, int64_t total,
+                     double alpha, double beta) {
   uint32_t lanes = 1;
   while (lanes < 16 && lanes * 8 < splits) lanes *= 2;
   int64_t per = 256 / lanes, blocks = ceil_div(total, per), bx = blocks < 65535 ? blocks : 65535;
-  struct { uint32_t n, splits, stride, off_o, groups_x; } sp = {
-      (uint32_t)total, splits, (uint32_t)total, (uint32_t)gw->offset, (uint32_t)bx};
+  bool f64 = out->dtype_id == EM_FLOAT64;
+  struct {
+    uint32_t n, splits, stride, off_o, groups_x, pad;
+    union {
+      float f[2];
+      double d[2];
+    } s;
+  } sp = {(uint32_t)total, splits, (uint32_t)total, (uint32_t)out->offset, (uint32_t)bx, 0, {{0}}};
+  if (f64) {
+    sp.s.d[0] = alpha;
+    sp.s.d[1] = beta;
+  } else {
+    sp.s.f[0] = (float)alpha;
+    sp.s.f[1] = (float)beta;
+  }
   vk_launch L = {
-      .module = gw->dtype_id == EM_FLOAT64 ? "conv_sum_F64" : "conv_sum_F32",
+      .module = f64 ? "conv_sum_F64" : "conv_sum_F32",
       .push = &sp,
-      .push_size = sizeof sp,
+      .push_size = f64 ? 40 : 32,
       .spec = {lanes, ~0u, ~0u, ~0u},
-      .ops = {gw, part},
+      .ops = {out, part},
       .writes = 1u,
       .groups = {(uint32_t)bx, (uint32_t)ceil_div(blocks, bx), 1},
   };
@@ -168,7 +182,7 @@ int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor 
   if (part == NULL) return -1;
   p.part_stride = (uint32_t)total;
   int rc = gemm_launch(MODE_W, &p, part, x, gy, NULL, g->groups);
-  if (rc == 0) rc = sum_splits(gw, part, p.splits, total);
+  if (rc == 0) rc = em_vk_sum_splits(gw, part, p.splits, total, 1.0, 0.0);
   em_release(part);
   return rc;
 }

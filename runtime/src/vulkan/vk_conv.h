@@ -1,6 +1,6 @@
 /*
  * vk_conv.h: what the convolution and pooling files of the Vulkan backend (vk_conv.c,
- * vk_pool.c) share.
+ * vk_pool.c) share, and the split-K sum that matmul uses too.
  */
 #ifndef EMBER_VK_CONV_H
 #define EMBER_VK_CONV_H
@@ -23,5 +23,11 @@ static inline uint32_t em_vk_conv_blocks(int64_t n) {
   int64_t b = (n + 255) / 256;
   return (uint32_t)(b > 65535 ? 65535 : b);
 }
+
+/* out (contiguous, total elements from its offset) = alpha * the sum over s < splits of
+ * part[s * total + i] + beta * out (unread when beta is 0), summed in split order
+ * (kernels/conv_sum.comp). Takes the device lock. */
+int em_vk_sum_splits(em_tensor *out, const em_tensor *part, uint32_t splits, int64_t total,
+                     double alpha, double beta);
 
 #endif

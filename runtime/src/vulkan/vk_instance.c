@@ -179,6 +179,7 @@ static bool describe(vk_device *D, VkPhysicalDevice phys) {
   int family = -1;
   for (uint32_t i = 0; i < nq && family < 0; i++)
     if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = (int)i;
+  if (family >= 0) D->timestamp_bits = qf[family].timestampValidBits;
   free(qf);
   if (family < 0) return false;
   D->queue_family = (uint32_t)family;

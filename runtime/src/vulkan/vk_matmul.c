@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "vk.h"
+#include "vk_conv.h"
 #include "vk_matmul.h"
 
 /* Tile configurations of matmul.comp: "L" 128 x 128 tiles with 8x8 per invocation, "S" 64 x 64
@@ -135,8 +136,32 @@ static int64_t sat_i64(double v) {
   return (int64_t)v;
 }
 
+/* Split K: a float32 product of one matrix with few output tiles and a long K (a Linear
+ * layer's forward at small batch: 256 x 1024 outputs over K = 3136 are 64 small tiles for the
+ * 132 multiprocessors of an H100) spreads K over workgroups, about SPLIT_TARGET of them in
+ * all, each with at least SPLIT_MIN_K of K. Each split writes its partial product to a scratch
+ * tensor, and conv_sum.comp adds them up in split order (deterministic, no atomics) with
+ * alpha and beta. Returns the K range per split (a multiple of 16, so of every tile's BK), or
+ * 0 for no split. */
+enum { SPLIT_TARGET = 256, SPLIT_MIN_K = 256, SPLIT_MAX = 64 };
+static int64_t split_k(const em_tensor *out, const em_tensor *a, int64_t *splits) {
+  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  *splits = 1;
+  if (out->dtype_id != EM_FLOAT32 || B != 1 || M == 0 || N == 0) return 0;
+  int tile = tile_for(EM_FLOAT32, B, M, N);
+  int64_t tiles = cdiv(M, tile) * cdiv(N, tile);
+  int64_t want = cdiv(SPLIT_TARGET, tiles), most = K / SPLIT_MIN_K;
+  int64_t s = want < most ? want : most;
+  if (s > SPLIT_MAX) s = SPLIT_MAX;
+  if (s < 2 || s * M * N > INT32_MAX) return 0;
+  int64_t ksplit = cdiv(cdiv(K, 16), s) * 16;
+  *splits = cdiv(K, ksplit);
+  return *splits > 1 ? ksplit : 0;
+}
+
+/* part: the split products' scratch ([splits, M, N] float32) when ksplit > 0. */
 static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
-                 double alpha, double beta) {
+                 double alpha, double beta, em_tensor *part, int64_t ksplit, int64_t splits) {
   em_dtype dt = (em_dtype)out->dtype_id;
   int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
   mm_push p = {0};
@@ -186,6 +211,15 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
     .writes = 1u,
   };
   if (!specialize(D, (double)B * (double)M * (double)N * (double)K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
+  if (ksplit > 0) { /* partial product z of the K range z * ksplit on goes to part[z] */
+    p.ksplit = (uint32_t)ksplit;
+    p.o_base = 0;
+    p.o_sb = (uint32_t)(M * N);
+    p.s.f[0] = 1.0f;
+    p.s.f[1] = 0.0f;
+    L.ops[0] = part;
+    return em_vk_mm_grid(D, &L, &p, splits, M, N, tile);
+  }
   return em_vk_mm_grid(D, &L, &p, B, M, N, tile);
 }
 
@@ -197,9 +231,20 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
     return not_implemented(D, "the device lacks shaderFloat64", out);
   if (em_numel(out) == 0) return 0;
   if (a->sizes[2] == 0 && beta == 0) return em_vk_fill(out, 0.0);
+  int64_t splits, ksplit = split_k(out, a, &splits);
+  em_tensor *part = NULL;
+  if (ksplit > 0) { /* allocated before taking the lock, which the allocator takes too */
+    int64_t n = splits * out->sizes[1] * out->sizes[2];
+    part = em_empty(1, &n, EM_FLOAT32, out->device_id);
+    if (part == NULL) return -1;
+  }
   pthread_mutex_lock(&D->lock);
-  int rc = em_vk_coop_wanted(D, out, a, b) ? em_vk_coop_gemm(D, out, a, b, alpha, beta)
-                                           : tiled(D, out, a, b, alpha, beta);
+  bool coop = em_vk_coop_wanted(D, out, a, b); /* never float32, so never split */
+  int rc = coop ? em_vk_coop_gemm(D, out, a, b, alpha, beta)
+                : tiled(D, out, a, b, alpha, beta, part, ksplit, splits);
   pthread_mutex_unlock(&D->lock);
+  if (rc == 0 && part != NULL && !coop)
+    rc = em_vk_sum_splits(out, part, (uint32_t)splits, out->sizes[1] * out->sizes[2], alpha, beta);
+  em_release(part);
   return rc;
 }

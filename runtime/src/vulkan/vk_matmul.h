@@ -12,7 +12,8 @@ typedef struct mm_push {
   uint32_t M, N, K, a_base, b_base, o_base; /* element offsets of the first elements */
   int32_t a_sm, a_sk, b_sk, b_sn, a_sb, b_sb;
   uint32_t o_sb, m0, batch0, n0; /* first row tile, batch, column tile of a launch */
-  uint32_t a_mode, b_mode, flags, pad; /* matmul.comp's generic pipeline reads these */
+  uint32_t a_mode, b_mode, flags; /* matmul.comp's generic pipeline reads these */
+  uint32_t ksplit;               /* matmul.comp: K per split (0: none) */
   union {
     float f[2];
     double d[2]; /* float64 kernels */

@@ -364,7 +364,7 @@ static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k, const vk_params *p)
  * dispatch. blocks[k] is operand k's memory (NULL: unused, bound to operand 0's so that every
  * binding is valid). */
 static int record(vk_device *D, VkPipeline pipeline, vk_block *const *blocks, const void *push,
-                  uint32_t push_size, const uint32_t *groups) {
+                  uint32_t push_size, const uint32_t *groups, int module, uint32_t op) {
   VkCommandBuffer cmd = em_vk_cmd(D);
   if (cmd == NULL) return -1;
   if (D->bound != pipeline) {
@@ -406,7 +406,9 @@ static int record(vk_device *D, VkPipeline pipeline, vk_block *const *blocks, co
   }
   if (push_size > 0)
     D->fn.vkCmdPushConstants(cmd, D->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+  if (D->profile) em_vk_profile_before(D, cmd, module, op);
   D->fn.vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+  if (D->profile) em_vk_profile_after(D, cmd);
   return em_vk_count_groups(D, (uint64_t)groups[0] * groups[1] * groups[2]);
 }
 
@@ -426,7 +428,8 @@ int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_te
   if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_groups = 2; /* exercises the grid-stride loop */
   if (groups > max_groups) groups = max_groups;
   uint32_t grid[3] = {(uint32_t)groups, 1, 1};
-  return record(D, pipeline, blocks, p, sizeof *p, grid);
+  int module = D->profile ? module_index(kernel_modules[k]) : -1;
+  return record(D, pipeline, blocks, p, sizeof *p, grid, module, p->op);
 }
 
 int em_vk_launch(vk_device *D, const vk_launch *L) {
@@ -456,7 +459,9 @@ int em_vk_launch(vk_device *D, const vk_launch *L) {
   }
   if (blocks[0] == NULL) return em_error("%s: operand 0 is missing", L->module);
   em_vk_hazards(D, cmd, reads, VK_MAX_OPERANDS, writes, VK_MAX_OPERANDS);
-  return record(D, pipeline, blocks, L->push, L->push_size, L->groups);
+  /* the profile tells launches apart by their first specialization constant (a mode) */
+  return record(D, pipeline, blocks, L->push, L->push_size, L->groups, module,
+                L->spec[0] == ~0u ? UINT32_MAX : 0x80000000u | L->spec[0]);
 }
 
 int em_vk_launch_locked(const vk_launch *L) {
