@@ -14,6 +14,8 @@
 //            arithmetic (its own module, since it needs the Float64 capability).
 // Buffers are 32-bit words: 1- and 2-byte elements are packed (stores use atomics, since the
 // neighbours in a word may belong to other invocations), 8-byte elements take two words.
+// Index values are int64 (two words): in range exactly when the high word is 0 and the low
+// one is below xsize, which also refuses negative values.
 // Spec constants: 0 ESIZE (element bytes), 1 ACC (the dtype when accumulating, else ~0),
 // 2 SEQ (SCATTER's walk). Dimensions are coalesced by the host, innermost first.
 #extension GL_ARB_gpu_shader_int64 : require
@@ -44,7 +46,10 @@ layout(push_constant) uniform Params {
   uint size[5];
   int st[15];      // st[5 * k + d]: operand k's stride (a, b, index) along dimension d
   uint base[3];    // element offsets of a, b, index
-  int jst[3];      // SEQ == 1: strides along dim of a (unused), b and index
+  uint xsize;      // the indexed operand's size along dim: an index outside [0, xsize) is
+                   // skipped (GATHER writes 0), since a device checking its indices on the
+                   // device (vk_index_check.c) runs this with the check still pending
+  int jst[2];      // SEQ == 1: strides along dim of b and index
 } pc;
 
 #define F_F32 0u
@@ -144,6 +149,12 @@ void accumulate(uint e, uvec2 v, bool alone) {
 }
 #endif
 
+// The index value at element ei, or -1 when it lies outside [0, xsize).
+int index_at(int ei) {
+  uint lo = ix[2u * uint(ei)], hi = ix[2u * uint(ei) + 1u];
+  return hi == 0u && lo < pc.xsize ? int(lo) : -1;
+}
+
 void main() {
   uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint id = gl_GlobalInvocationID.x; id < pc.n; id += step) {
@@ -159,22 +170,24 @@ void main() {
 #ifdef SCATTER
     if (SEQ == 1u) {
       for (uint j = 0u; j < pc.m; j++) {
-        int i = int(ix[2u * uint(ei + int(j) * pc.jst[2])]);
+        int i = index_at(ei + int(j) * pc.jst[1]);
+        if (i < 0) continue;
         uint e = uint(ea + i * pc.xstep);
-        uvec2 v = load_b(uint(eb + int(j) * pc.jst[1]));
+        uvec2 v = load_b(uint(eb + int(j) * pc.jst[0]));
         if (ACC == 0xffffffffu) store_a(e, v);
         else accumulate(e, v, ESIZE == 4u);
       }
     } else {
-      int i = int(ix[2u * uint(ei)]);
+      int i = index_at(ei);
+      if (i < 0) continue;
       uint e = uint(ea + i * pc.xstep);
       uvec2 v = load_b(uint(eb));
       if (ACC == 0xffffffffu) store_a(e, v);
       else accumulate(e, v, false);
     }
 #else
-    int i = int(ix[2u * uint(ei)]);
-    store_a(uint(ea), load_b(uint(eb + i * pc.xstep)));
+    int i = index_at(ei);
+    store_a(uint(ea), i < 0 ? uvec2(0u) : load_b(uint(eb + i * pc.xstep)));
 #endif
   }
 }

@@ -59,7 +59,11 @@ void main() {
       eb += int(c) * pc.st[5u + d];
       ei += int(c) * pc.st[10u + d];
     }
-    int i = int(ix[2u * uint(ei + int(j) * pc.jst[1])]);
+    uint k = 2u * uint(ei + int(j) * pc.jst[1]);
+    // an index outside [0, X) is skipped by both passes (the int64's high word set, or the low
+    // one too large): a device that checks on the device reports it at its next sync
+    if (ix[k + 1u] != 0u || ix[k] >= pc.X) continue;
+    int i = int(ix[k]);
     uint target = (PUT != 0u ? 0u : line * pc.X) + uint(i);
 #ifdef VARIANT_MARK
     atomicMax(win[target], j + 1u);

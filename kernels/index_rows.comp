@@ -37,12 +37,16 @@ layout(push_constant) uniform Params {
 void main() {
   for (uint q = gl_WorkGroupID.z; q < pc.outer; q += gl_NumWorkGroups.z) {
     for (uint r = gl_WorkGroupID.y; r < pc.m; r += gl_NumWorkGroups.y) {
-      uint row = ix[2u * uint(int(pc.ibase) + int(r) * pc.istride)];
-      uint src = pc.xbase + (q * pc.X + row) * pc.words;
+      uint k = 2u * uint(int(pc.ibase) + int(r) * pc.istride);
+      uint row = ix[k];
+      // an index outside [0, X) (the int64's high word set, or the low one too large) gives a
+      // row of zeros: a device that checks on the device reports it at its next sync
+      bool ok = ix[k + 1u] == 0u && row < pc.X;
+      uint src = pc.xbase + (q * pc.X + (ok ? row : 0u)) * pc.words;
       uint dst = pc.obase + (q * pc.m + r) * pc.words;
       for (uint c = gl_GlobalInvocationID.x; c < pc.words;
            c += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
-        o[dst + c] = x[src + c];
+        o[dst + c] = ok ? x[src + c] : WORD(0);
     }
   }
 }

@@ -49,6 +49,8 @@ layout(push_constant) uniform Params {
   int st[15];      // st[5 * k + d]: a, b, and the sorted pair's strides along line dimension d
   uint base[3];    // element offsets of a, b, and the sorted pair (fresh: 0)
   int jst[2];      // strides along dim of b and of the sorted pair
+  uint X;          // x.size(dim): a run of a value outside [0, X) is skipped (a device that
+                   // checks on the device reports it at its next sync)
 } pc;
 
 #ifdef VARIANT_H16
@@ -59,6 +61,9 @@ uint from_float(float f) {
 }
 uint half_at_b(uint e) { return (b[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu; }
 #endif
+
+// The sorted value at element k (an int64: low and high words).
+uvec2 value_at(int k) { return uvec2(sv[2u * uint(k)], sv[2u * uint(k) + 1u]); }
 
 void main() {
   uint n = pc.lines * pc.m;
@@ -76,14 +81,17 @@ void main() {
       eb += int(c) * pc.st[5u + d];
       es += int(c) * pc.st[10u + d];
     }
-    uint t = sv[2u * uint(es + int(p) * pc.jst[1])];
-    if (p > 0u && sv[2u * uint(es + int(p - 1u) * pc.jst[1])] == t) continue;  // not a start
+    // values compare as both words: int64s equal in the low word alone are different runs
+    uvec2 tv = value_at(es + int(p) * pc.jst[1]);
+    if (p > 0u && value_at(es + int(p - 1u) * pc.jst[1]) == tv) continue;  // not a start
+    if (tv.y != 0u || tv.x >= pc.X) continue;  // out of range (negative: high word set)
+    uint t = tv.x;
     uint e = uint(ea + int(t) * pc.xstep);
 #ifdef VARIANT_H16
     uint sh = (e & 1u) * 16u, v = (a[e >> 1] >> sh) & 0xffffu;
     for (uint q = p; q < pc.m; q++) {
       uint k = uint(es + int(q) * pc.jst[1]);
-      if (sv[2u * k] != t) break;
+      if (value_at(int(k)) != tv) break;
       precise float prod = alpha * to_float(half_at_b(uint(eb + int(sp[2u * k]) * pc.jst[0])));
       precise float sum = to_float(v) + prod;
       v = from_float(sum);
@@ -94,7 +102,7 @@ void main() {
     precise REAL v = a[e];
     for (uint q = p; q < pc.m; q++) {
       uint k = uint(es + int(q) * pc.jst[1]);
-      if (sv[2u * k] != t) break;
+      if (value_at(int(k)) != tv) break;
       precise REAL prod = alpha * b[uint(eb + int(sp[2u * k]) * pc.jst[0])];
       v = v + prod;
     }

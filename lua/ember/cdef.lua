@@ -506,6 +506,10 @@ typedef struct em_device_info {
                                -1 for no device limit */
   int64_t validation_messages; /* messages of the Vulkan validation layer so far, or -1 when no
                                   layer reports to Ember (EMBER_VK_VALIDATION=1 enables one) */
+  int64_t host_waits;       /* times the host has waited for the device's queued work (reads
+                               such as item and copies to the CPU, synchronize, reuse of an
+                               upload buffer); 0 for the CPU. Tests use it to show that an op
+                               queues its work without waiting. */
   char error[256];          /* why the device could not start, or "" */
 } em_device_info;
 

@@ -39,9 +39,25 @@ local tensor_ct = ffi.typeof('em_handle')
 local tensor_ptr_ct = ffi.typeof('em_tensor *')
 core.tensor_ct = tensor_ct
 
+-- A GPU reports a bad index of an indexing op (index_select ... embedding) at its next
+-- synchronization, so the report reaches whichever call synchronized (item, to('cpu'), ...)
+-- instead of the op's own wrapper, which would have put its C terms (0-based indices and
+-- dimensions) into Lua's. Such reports are put into Lua's terms here, as the CPU's are there.
+local function lua_terms(msg)
+  if not msg:find('reported at its next synchronization', 1, true) then return msg end
+  local head, n = msg:gsub('index (%-?%d+) is out of (%a+)', function(i, what)
+    return 'index ' .. (tonumber(i) + 1) .. ' is out of ' .. what
+  end, 1)
+  if n == 0 or msg:find('class index', 1, true) then return msg end
+  return (head:gsub('for dimension (%d+) with size', function(d)
+    return 'for dimension ' .. (tonumber(d) + 1) .. ' with size'
+  end, 1))
+end
+core.lua_terms = lua_terms
+
 -- Raises the runtime's last error at the caller of the Ember function that failed.
 function core.raise(level)
-  error(ffi.string(C.em_last_error()), (level or 1) + 1)
+  error(lua_terms(ffi.string(C.em_last_error())), (level or 1) + 1)
 end
 
 -- ---- handle lifetime ------------------------------------------------------------------------

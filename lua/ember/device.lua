@@ -64,6 +64,7 @@ local function describe(id)
     usage = num(i.memory_usage),
     max_tensor_bytes = num(i.max_tensor_bytes),
     validation_messages = i.validation_messages >= 0 and tonumber(i.validation_messages) or nil,
+    host_waits = tonumber(i.host_waits),
   }
 end
 

@@ -32,6 +32,16 @@ struct em_pool_geom;
 struct em_norm_geom;
 struct em_class_loss;
 
+/* How an index outside [0, size) is worded. em_index_message writes both the host's checks'
+ * messages and a device's deferred reports, so the two read the same. */
+typedef enum em_index_wording {
+  EM_INDEX_DIM,   /* "<fn>: index <i> is out of bounds for dimension <dim> with size <size>" */
+  EM_INDEX_ROWS   /* "<fn>: index <i> is out of range for a weight of <size> rows" */
+} em_index_wording;
+/* ops/index.c */
+void em_index_message(char *buf, size_t n, const char *fn, em_index_wording w, int dim,
+                      int64_t index, int64_t size);
+
 struct em_backend {
   const char *name;
   /* Whether the elementwise slots (unary ... addc) take host scalars: an operand whose storage
@@ -100,7 +110,18 @@ struct em_backend {
    * (a stride-0 batch dim means a shared matrix); out is contiguous. Floating dtypes. */
   int (*gemm)(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha, double beta);
 
-  /* ---- indexing (index tensors are int64, 0-based, already bounds-checked) ---- */
+  /* ---- indexing (index tensors are int64, 0-based, bounds-checked unless check_index) ---- */
+  /* Optional: checks on the device, without the host waiting for it, that every element of
+   * the int64 `index` lies in [0, size); a bad one is reported in em_index_message's words
+   * (fn, w, dim, the value, size) at the device's next synchronization. Returns 0 when the
+   * check is queued, 1 when it cannot check this index (the definition then reads it on the
+   * host, as for a backend without the slot), -1 with an error. Filling it is the capability
+   * "device index checks", and a promise: then the indexing slots below may be given
+   * unchecked indices, and they read and write nothing outside their tensors for an index
+   * out of range (gathers give 0 there, scatters skip it). The definitions skip their host
+   * read where it is filled: a GPU would otherwise wait for its queue on every index op. */
+  int (*check_index)(const char *fn, em_index_wording w, int dim, const em_tensor *index,
+                     int64_t size);
   int (*index_select)(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
   int (*gather)(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
   /* In place on x: x[...index...] = src (accumulate == 0) or += src. */

@@ -78,6 +78,9 @@ em_tensor *em_nn_conv_w(const em_tensor *x, const em_tensor *y, const int64_t *w
  * x_sizes (4-D) at indices (positions within each plane). */
 em_tensor *em_nn_max_unpool(const em_tensor *gy, const em_tensor *indices,
                             const int64_t *x_sizes);
+/* index_select along dim of indices the caller has checked itself (embedding, whose report of
+ * a bad index names embedding): the definition skips its own check. */
+em_tensor *em_index_select_checked(const em_tensor *x, int dim, const em_tensor *index);
 /* Average pooling and its adjoint (the gradient), geometry as above (N..OW filled in). */
 em_tensor *em_nn_avg_pool(const em_tensor *x, const em_pool_geom *g);
 em_tensor *em_nn_avg_pool_t(const em_tensor *gy, const em_pool_geom *g);

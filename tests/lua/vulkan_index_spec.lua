@@ -259,3 +259,203 @@ describe('vulkan indexing (' .. V .. ')', function()
     agree(on(y):nonzero(), y:nonzero(), '3-D')
   end)
 end)
+
+-- Index checks on the device (check_index, vk_index_check.c): a bad index is not read back at
+-- the call, which would make the host wait for the device's queue on every index op, but
+-- reported at the next synchronization with the CPU's message; meanwhile the kernels skip it
+-- (gathers give 0 there), so nothing outside the tensors is read or written.
+describe('vulkan index checks on the device (' .. V .. ')', function()
+  local F = require 'ember.nn.functional'
+  local function waits() return ember.device(V):info().host_waits end
+  local R, C = 5, 3 -- the indexed tensors are [R, C], indexed along dim 1
+
+  -- Naive references over tables, skipping what an index outside [1, R] addresses.
+  local function ok(i) return i >= 1 and i <= R end
+  local function zeros(r, c)
+    local t = {}
+    for i = 1, r do
+      t[i] = {}
+      for j = 1, c do t[i][j] = 0 end
+    end
+    return t
+  end
+  local function select_ref(x, idx)
+    local out = zeros(#idx, C)
+    for k, i in ipairs(idx) do
+      for j = 1, C do out[k][j] = ok(i) and x[i][j] or 0 end
+    end
+    return out
+  end
+  local function gather_ref(x, gi)
+    local out = zeros(#gi, C)
+    for r = 1, #gi do
+      for j = 1, C do out[r][j] = ok(gi[r][j]) and x[gi[r][j]][j] or 0 end
+    end
+    return out
+  end
+  local function scatter_ref(x, gi, src, acc)
+    for r = 1, #gi do
+      for j = 1, C do
+        local i = gi[r][j]
+        if ok(i) then x[i][j] = acc and x[i][j] + src[r][j] or src[r][j] end
+      end
+    end
+    return x
+  end
+  local function put_ref(x, idx, src, acc)
+    for k, i in ipairs(idx) do
+      for j = 1, C do
+        if ok(i) then
+          local v = type(src) == 'number' and src or src[k][j]
+          x[i][j] = acc and x[i][j] + v or v
+        end
+      end
+    end
+    return x
+  end
+
+  -- The cases: make(b) gives the CPU operands with the bad index b among good ones; run(t)
+  -- calls the op on them (t's tensors on either device) and returns what it wrote; ref(t)
+  -- the expected contents of that, bad indices skipped, from t's (CPU) operands.
+  local function ints(dtype) return function(v) return ember.tensor(v, { dtype = dtype }) end end
+  local i64 = ints('int64')
+  local function xdata(dtype) return data(dtype, { R, C }, -9, 9) end
+  local function sel_case(name, dtype, transposed)
+    return {
+      name = name,
+      make = function(b)
+        local x = transposed and xdata(dtype):t():contiguous():t() or xdata(dtype)
+        return { x = x, idx = i64({ 2, b, 1, R, 3 }) }
+      end,
+      run = function(t) return t.x:index_select(1, t.idx) end,
+      ref = function(t) return select_ref(t.x:totable(), t.idx:totable()) end,
+    }
+  end
+  local function scatter_case(name, dtype, acc, inplace)
+    local fname = (acc and 'scatter_add' or 'scatter') .. (inplace and '_' or '')
+    return {
+      name = name .. ' ' .. fname,
+      make = function(b)
+        return { x = xdata(dtype), idx = i64({ { 1, b, 2 }, { 4, 1, 3 } }),
+          src = data(dtype, { 2, C }, -9, 9) }
+      end,
+      run = function(t)
+        local r = t.x[fname](t.x, 1, t.idx, t.src)
+        return r
+      end,
+      ref = function(t)
+        return scatter_ref(t.x:totable(), t.idx:totable(), t.src:totable(), acc)
+      end,
+      inplace = inplace,
+    }
+  end
+  local function put_case(name, dtype, fname, inplace)
+    local acc = fname == 'index_add'
+    local m = fname .. (inplace and '_' or '')
+    return {
+      name = name .. ' ' .. m,
+      make = function(b)
+        return { x = xdata(dtype), idx = i64({ 2, b, 4, 1 }), src = data(dtype, { 4, C }, -9, 9) }
+      end,
+      run = function(t)
+        if fname == 'index_fill' then return t.x[m](t.x, 1, t.idx, 7) end
+        return t.x[m](t.x, 1, t.idx, t.src)
+      end,
+      ref = function(t)
+        local src = fname == 'index_fill' and 7 or t.src:totable()
+        return put_ref(t.x:totable(), t.idx:totable(), src, acc)
+      end,
+      inplace = inplace,
+    }
+  end
+  local cases = {
+    sel_case('rows', 'float32'),                  -- index_rows.comp
+    sel_case('general', 'int16', true),           -- index.comp's GATHER
+    {
+      name = 'gather',
+      make = function(b) return { x = xdata('float32'), idx = i64({ { 1, b, 2 }, { 5, 1, 1 } }) } end,
+      run = function(t) return t.x:gather(1, t.idx) end,
+      ref = function(t) return gather_ref(t.x:totable(), t.idx:totable()) end,
+    },
+    scatter_case('float32', 'float32', false, true),  -- index_last.comp
+    scatter_case('float32', 'float32', false, false),
+    scatter_case('float32', 'float32', true, true),   -- index_seg.comp
+    scatter_case('int64', 'int64', true, true),       -- index.comp's SCATTER, 2-word atomics
+    put_case('float32', 'float32', 'index_add', true),
+    put_case('int32', 'int32', 'index_add', true),
+    put_case('float32', 'float32', 'index_add', false),
+    put_case('uint8', 'uint8', 'index_copy', true),
+    put_case('float32', 'float32', 'index_copy', false),
+    put_case('int8', 'int8', 'index_fill', true),
+    put_case('float32', 'float32', 'index_fill', false),
+    {
+      name = 'embedding',
+      make = function(b) return { x = xdata('float32'), idx = i64({ { 2, b }, { 1, R } }) } end,
+      run = function(t) return F.embedding(t.idx, t.x) end,
+      ref = function(t)
+        local idx = t.idx:totable()
+        return { select_ref(t.x:totable(), idx[1]), select_ref(t.x:totable(), idx[2]) }
+      end,
+    },
+  }
+  if has_f64 then cases[#cases + 1] = put_case('float64', 'float64', 'index_add', true) end
+
+  -- Every kind of synchronization raises the report.
+  local syncs = {
+    { 'to', function(r) return r:to('cpu') end },
+    { 'totable', function(r) return r:totable() end },
+    { 'item', function(r) return r:sum():item() end },
+    { 'synchronize', function() ember.synchronize(V) end },
+  }
+
+  local function on_all(t)
+    local d = {}
+    for k, v in pairs(t) do d[k] = on(v) end
+    return d
+  end
+
+  -- Bad values (1-based, as Lua gives them): past the end, 0 and negative (C: -1 and -2),
+  -- and one whose low 32 bits are a good index (C: 2^32 + 1).
+  local BAD = { R + 1, 0, -1, 2 ^ 32 + 2 }
+
+  it('report a bad or negative index at the next synchronization, with the CPU message', function()
+    local n = 0
+    for _, case in ipairs(cases) do
+      for _, b in ipairs(BAD) do
+        n = n + 1
+        local sync = syncs[n % #syncs + 1]
+        local what = case.name .. ' index ' .. b .. ' at ' .. sync[1]
+        local t = case.make(b)
+        -- the reference message: the CPU refuses at the call, before writing anything
+        local okc, want = pcall(case.run, t)
+        assert.is_false(okc, what .. ': the CPU accepted it')
+        want = tostring(want):gsub('^[^:]*:%d+: ', '')
+        local x0 = t.x:totable()
+        local d = on_all(t)
+        -- guards: device tensors made around the operands, which nothing may touch
+        local guard = on(ember.arange(1, 257, { dtype = 'float32' }))
+        ember.synchronize(V)
+        local w0 = waits()
+        local r = case.run(d)
+        assert.are.equal(w0, waits(), what .. ': the op waited for the device')
+        local okd, err = pcall(sync[2], r)
+        assert.is_false(okd, what .. ': nothing was reported')
+        err = tostring(err)
+        assert.truthy(err:find(want, 1, true), what .. ': expected "' .. want .. '", got: ' .. err)
+        assert.truthy(err:find('reported at its next synchronization', 1, true), what)
+        -- reported once; then the device and every tensor on it carry on
+        ember.synchronize(V)
+        H.assert_close(guard:to('cpu'), ember.arange(1, 257, { dtype = 'float32' }):totable(),
+          0, 0, what .. ': guard')
+        H.assert_close(d.x:to('cpu'), case.inplace and case.ref(t) or x0, 1e-6, 1e-6,
+          what .. ': the input')
+        if not case.inplace then
+          H.assert_close(r:to('cpu'), case.ref(t), 1e-6, 1e-6, what .. ': the result')
+        end
+        -- a correct op afterwards works
+        local good = case.make(3)
+        agree(case.run(on_all(good)), case.run(good), what .. ': a good op after it')
+      end
+    end
+  end)
+end)

@@ -17,6 +17,8 @@ local M = {}
 
 -- ---- errors in Lua's terms ------------------------------------------------------------------
 local function lua_message(msg)
+  -- a GPU's deferred report of an earlier op, surfacing in this op's synchronization
+  if msg:find('reported at its next synchronization', 1, true) then return core.lua_terms(msg) end
   msg = msg:gsub('index (%-?%d+) is out of bounds', function(i)
     return 'index ' .. (tonumber(i) + 1) .. ' is out of bounds'
   end)

@@ -3,19 +3,28 @@
  * index_add / index_copy / index_fill, masked_select and nonzero.
  *
  * Every definition validates shapes and dtypes, casts index tensors to int64, checks every
- * index against the size it addresses (so a kernel never sees a bad one, and an in-place op
- * either fails before writing anything or succeeds), narrows the operands to exactly the shape
- * the kernel walks, and then calls one slot of the device's table. Out-of-place forms are a
- * clone followed by the in-place form.
+ * index against the size it addresses, narrows the operands to exactly the shape the kernel
+ * walks, and then calls one slot of the device's table. Out-of-place forms are a clone
+ * followed by the in-place form.
+ *
+ * Where the index is checked: on the CPU, and on a device without check_index, on the host
+ * before the kernel runs, so a kernel never sees a bad index and an in-place op either fails
+ * before writing anything or succeeds. A device with check_index (Vulkan) checks on the
+ * device instead, and a bad index raises at its next synchronization (item, a copy to the
+ * CPU, synchronize): reading the index here would make the host wait for the device's queue
+ * on every index op. Its kernels skip a bad index, so nothing outside the tensors is touched,
+ * but an in-place op has then written what its good indices address.
  *
  * Indices are strict: negative values are errors, as in PyTorch's gather and scatter (Ember
  * does not wrap them for index_select either; one rule is easier to remember).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../autograd/record.h"
 #include "../backend.h"
+#include "../nn.h"
 #include "elementwise.h"
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
@@ -49,11 +58,26 @@ static em_tensor *index_int64(const char *fn, const em_tensor *x, const em_tenso
   return r;
 }
 
-/* Checks that every index lies in [0, size). The indices are read on the host: on the CPU in
- * place, elsewhere through one copy (a device would rather check in its kernel, but then an
- * in-place op could fail half done). */
+void em_index_message(char *buf, size_t n, const char *fn, em_index_wording w, int dim,
+                      int64_t index, int64_t size) {
+  if (w == EM_INDEX_ROWS)
+    snprintf(buf, n, "%s: index %lld is out of range for a weight of %lld rows", fn,
+             (long long)index, (long long)size);
+  else
+    snprintf(buf, n, "%s: index %lld is out of bounds for dimension %d with size %lld", fn,
+             (long long)index, dim, (long long)size);
+}
+
+/* Checks that every index lies in [0, size): queued on a device with check_index (the head
+ * of this file says why), else read on the host: on the CPU in place, elsewhere through one
+ * copy. */
 static int check_bounds(const char *fn, const em_tensor *index, int dim, int64_t size) {
   if (em_numel(index) == 0) return 0;
+  const em_backend *be = em_device_backend(index->device_id);
+  if (be->check_index) {
+    int rc = be->check_index(fn, EM_INDEX_DIM, dim, index, size);
+    if (rc <= 0) return rc;
+  }
   em_tensor *host = em_to_device(index, EM_CPU);
   em_tensor *c = host ? em_contiguous(host) : NULL;
   em_release(host);
@@ -72,10 +96,10 @@ static int check_bounds(const char *fn, const em_tensor *index, int dim, int64_t
     }
   }
   em_release(c);
-  if (found)
-    return em_error("%s: index %lld is out of bounds for dimension %d with size %lld", fn,
-                    (long long)bad, dim, (long long)size);
-  return 0;
+  if (!found) return 0;
+  char msg[256];
+  em_index_message(msg, sizeof msg, fn, EM_INDEX_DIM, dim, bad, size);
+  return em_error("%s", msg);
 }
 
 /* In-place targets must not be expanded: two positions would share one element. */
@@ -133,7 +157,9 @@ static int protect_index(const char *fn, const em_tensor *x, em_tensor **index) 
 
 /* ---- index_select -------------------------------------------------------------------------- */
 
-em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index) {
+/* checked: the caller has checked the indices (embedding, whose report names itself). */
+static em_tensor *index_select(const em_tensor *x, int dim, const em_tensor *index,
+                               bool checked) {
   const char *fn = "index_select";
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
   int d;
@@ -153,7 +179,7 @@ em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index) 
     em_error("%s: a 0-d input takes exactly one index, got %lld", fn, (long long)n);
     goto done;
   }
-  if (check_bounds(fn, ci, d, x1->sizes[d]) != 0) goto done;
+  if (!checked && check_bounds(fn, ci, d, x1->sizes[d]) != 0) goto done;
   int64_t sizes[EM_MAX_DIMS];
   memcpy(sizes, x1->sizes, sizeof sizes);
   sizes[d] = n;
@@ -173,6 +199,14 @@ em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index) 
 done:
   em_release(ci);
   return out;
+}
+
+em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index) {
+  return index_select(x, dim, index, false);
+}
+
+em_tensor *em_index_select_checked(const em_tensor *x, int dim, const em_tensor *index) {
+  return index_select(x, dim, index, true);
 }
 
 /* ---- gather -------------------------------------------------------------------------------- */

@@ -37,7 +37,9 @@ em_tensor *em_dropout(const em_tensor *input, double p, int training) {
   return y;
 }
 
-/* Indices as a flat contiguous int64 tensor, bounds-checked against `rows`. */
+/* Indices as a flat contiguous int64 tensor, bounds-checked against `rows`: on a device with
+ * check_index, by a check queued there (reported at its next synchronization; the host would
+ * otherwise wait for the device three times per lookup), else on the host. */
 static em_tensor *flat_indices(const char *fn, const em_tensor *indices, int64_t rows) {
   em_tensor *i64 = indices->dtype_id == EM_INT64 ? em_retain((em_tensor *)indices)
                                                  : em_to_dtype(indices, EM_INT64);
@@ -45,14 +47,20 @@ static em_tensor *flat_indices(const char *fn, const em_tensor *indices, int64_t
   em_tensor *flat = i64 ? em_reshape(i64, 1, &n) : NULL;
   em_release(i64);
   if (flat == NULL || n == 0) return flat;
-  em_tensor *lo = em_reduce(EM_AMIN, flat, 0, NULL, 0), *hi = em_reduce(EM_AMAX, flat, 0, NULL, 0);
-  int64_t a = 0, b = 0;
-  int rc = lo && hi && em_item_int64(lo, &a) == 0 && em_item_int64(hi, &b) == 0 ? 0 : -1;
-  em_release(lo);
-  em_release(hi);
-  if (rc == 0 && (a < 0 || b >= rows))
-    rc = em_error("%s: index %lld is out of range for a weight of %lld rows", fn,
-                  (long long)(a < 0 ? a : b), (long long)rows);
+  const em_backend *be = em_device_backend(flat->device_id);
+  int rc = be->check_index ? be->check_index(fn, EM_INDEX_ROWS, 0, flat, rows) : 1;
+  if (rc > 0) {
+    em_tensor *lo = em_reduce(EM_AMIN, flat, 0, NULL, 0), *hi = em_reduce(EM_AMAX, flat, 0, NULL, 0);
+    int64_t a = 0, b = 0;
+    rc = lo && hi && em_item_int64(lo, &a) == 0 && em_item_int64(hi, &b) == 0 ? 0 : -1;
+    em_release(lo);
+    em_release(hi);
+    if (rc == 0 && (a < 0 || b >= rows)) {
+      char msg[256];
+      em_index_message(msg, sizeof msg, fn, EM_INDEX_ROWS, 0, a < 0 ? a : b, rows);
+      rc = em_error("%s", msg);
+    }
+  }
   if (rc != 0) {
     em_release(flat);
     return NULL;
@@ -80,7 +88,7 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64
   em_tensor *flat = flat_indices(fn, indices, V);
   if (flat == NULL) return NULL;
   int mode = em_set_grad_enabled(0); /* the op records itself, below */
-  em_tensor *rows = em_index_select(weight, 0, flat);
+  em_tensor *rows = em_index_select_checked(weight, 0, flat);
   int64_t sizes[EM_MAX_DIMS];
   memcpy(sizes, indices->sizes, sizeof(int64_t) * (size_t)indices->ndim);
   sizes[indices->ndim] = D;

@@ -234,6 +234,7 @@ struct vk_device {
   char cache_path[512];
   struct vk_flag *flag;       /* device-side error reports (vk_flag.c); NULL until needed */
   struct vk_profile *profile; /* per-kernel GPU times (vk_profile.c); NULL unless EMBER_VK_PROFILE */
+  uint64_t host_waits;        /* em_vk_wait_serial / em_vk_wait_idle calls that waited */
 };
 
 extern VkInstance em_vk_instance;
@@ -278,15 +279,25 @@ int em_vk_synchronize(void *ctx);
 int em_vk_flush(void *ctx);
 
 /* vk_flag.c: device-side error reports. A kernel that meets bad input it cannot refuse up
- * front without a host round trip (a class index out of range) writes a few words into a
- * small host-visible buffer and carries on; the host looks at them after each wait for the
- * device and raises the error there, as CUDA's device-side asserts surface at the next
- * synchronization. Words: [0] nonzero when set, [1] and [2] details, [3] which report. */
-enum { VK_FLAG_CLASS_INDEX = 1 };
-/* The flag buffer as an int32 [4] operand for em_vk_launch (D->lock held); NULL on failure. */
+ * front without a host round trip (a class index or an index out of range) writes a few words
+ * into a small host-visible buffer and carries on; the host looks at them after each wait for
+ * the device and raises the error there, as CUDA's device-side asserts surface at the next
+ * synchronization. Words (uint32): [0] nonzero when set: which report came first;
+ * VK_FLAG_CLASS_INDEX: [1] the target, [2] the classes, [3] cross entropy (1) or NLL (0);
+ * VK_FLAG_INDEX (index_check.comp): [4] claimed by the first reporter (an atomic), [5] and
+ * [6] the value's low and high words, [7] the size, [8] the op's name (em_vk_flag_name),
+ * [9] the em_index_wording, [10] the dimension. */
+enum { VK_FLAG_CLASS_INDEX = 1, VK_FLAG_INDEX = 2 };
+/* The flag buffer as an int32 operand for em_vk_launch (D->lock held); NULL on failure. */
 const em_tensor *em_vk_flag_tensor(vk_device *D);
-/* Makes the kernels' flag writes so far visible to the host (records a barrier). */
+/* Notes that the batch being recorded has kernels writing the flag: em_vk_submit then records
+ * the barrier that makes their writes visible to the host, once, at the batch's end. */
 void em_vk_flag_barrier(vk_device *D);
+/* Records that barrier when the batch being ended needs it (em_vk_submit calls it). */
+void em_vk_flag_before_submit(vk_device *D, VkCommandBuffer cmd);
+/* A number standing for the op name fn in flag word [8] (D->lock held); 0 when the table of
+ * names is full (the report then says "an indexing op"). */
+uint32_t em_vk_flag_name(vk_device *D, const char *fn);
 /* After a wait: raises (returns -1 with the message) and clears a set flag. D->lock held. */
 int em_vk_flag_check(vk_device *D);
 

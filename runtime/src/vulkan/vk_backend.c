@@ -30,6 +30,9 @@ int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tens
 int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
                int descending);
 int em_vk_nonzero(em_tensor *out, const em_tensor *x);
+/* -- (vk_index_check.c) -- */
+int em_vk_check_index(const char *fn, em_index_wording w, int dim, const em_tensor *index,
+                      int64_t size);
 
 /* -- convolution and pooling (vk_conv.c) -- */
 int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -106,6 +109,7 @@ const em_backend em_vulkan_backend = {
   .gemm = em_vk_gemm,
 
   /* -- indexing and sorting -- */
+  .check_index = em_vk_check_index,
   .index_select = em_vk_index_select,
   .gather = em_vk_gather,
   .scatter = em_vk_scatter,

@@ -109,6 +109,7 @@ int em_vk_submit(vk_device *D) {
   vk_frame *f = &D->frames[D->current];
   if (!f->recording) return 0;
   f->recording = false;
+  em_vk_flag_before_submit(D, f->cmd);
   VkResult r = D->fn.vkEndCommandBuffer(f->cmd);
   if (r == VK_SUCCESS) {
     VkSubmitInfo si = {
@@ -127,6 +128,7 @@ int em_vk_submit(vk_device *D) {
 
 int em_vk_wait_serial(vk_device *D, uint64_t serial) {
   if (serial <= D->completed_serial) return 0;
+  __atomic_add_fetch(&D->host_waits, 1, __ATOMIC_RELAXED);
   if (serial >= D->next_serial && em_vk_submit(D) != 0) return -1;
   for (int i = 0; i < VK_FRAMES; i++) {
     vk_frame *f = &D->frames[i];
@@ -137,6 +139,7 @@ int em_vk_wait_serial(vk_device *D, uint64_t serial) {
 
 int em_vk_wait_idle(vk_device *D) {
   if (!D->started && D->dev == VK_NULL_HANDLE) return 0;
+  __atomic_add_fetch(&D->host_waits, 1, __ATOMIC_RELAXED);
   if (em_vk_submit(D) != 0) return -1;
   for (int i = 0; i < VK_FRAMES; i++)
     if (retire(D, &D->frames[i]) != 0) return -1;

@@ -112,4 +112,5 @@ void em_vk_info(void *ctx, em_device_info *out) {
   out->max_tensor_bytes = (int64_t)D->max_range;
   out->validation_messages =
       em_vk_validation_active ? __atomic_load_n(&em_vk_validation_messages, __ATOMIC_RELAXED) : -1;
+  out->host_waits = (int64_t)__atomic_load_n(&D->host_waits, __ATOMIC_RELAXED);
 }

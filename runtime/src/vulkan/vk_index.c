@@ -39,7 +39,8 @@ typedef struct index_push {
   uint32_t size[IDX_DIMS];
   int32_t st[3 * IDX_DIMS];
   uint32_t base[3];
-  int32_t jst[3];
+  uint32_t xsize;             /* the indexed operand's size along dim (bad indices skipped) */
+  int32_t jst[2];
 } index_push;
 _Static_assert(sizeof(index_push) <= VK_MAX_PUSH, "index push constants exceed 128 bytes");
 
@@ -127,15 +128,15 @@ static int index_launch(const index_args *g) {
                                g->fn, D->name);
   }
   index_push p = {.n = (uint32_t)n, .ndim = (uint32_t)w.nd, .m = (uint32_t)g->m,
-                  .xstep = (int32_t)g->xstep};
+                  .xstep = (int32_t)g->xstep,
+                  .xsize = (uint32_t)ops[g->indexed]->sizes[g->dim]};
   for (int d = 0; d < w.nd; d++) {
     p.size[d] = (uint32_t)w.size[d];
     for (int o = 0; o < 3; o++) p.st[IDX_DIMS * o + d] = (int32_t)w.st[o][d];
   }
-  for (int o = 0; o < 3; o++) {
-    p.base[o] = (uint32_t)ops[o]->offset;
-    p.jst[o] = (int32_t)jst[o];
-  }
+  for (int o = 0; o < 3; o++) p.base[o] = (uint32_t)ops[o]->offset;
+  p.jst[0] = (int32_t)jst[1];
+  p.jst[1] = (int32_t)jst[2];
   const char *module = g->gather ? "index_GATHER" : "index_SCATTER";
   if (g->accumulate) {
     uint64_t bits;

@@ -28,6 +28,7 @@ typedef struct seg_push {
   int32_t st[3 * SEG_DIMS];
   uint32_t base[3];
   int32_t jst[2];
+  uint32_t X;                 /* x.size(dim): runs of values outside [0, X) are skipped */
 } seg_push;
 _Static_assert(sizeof(seg_push) <= VK_MAX_PUSH, "index_seg push constants exceed 128 bytes");
 
@@ -73,7 +74,8 @@ int em_vk_index_seg(em_tensor *x, int dim, const em_tensor *index, const em_tens
   rc = em_vk_sort(sv, sp, index, put ? 0 : dim, 0);
   if (rc != 0) goto done;
   seg_push p = {.lines = (uint32_t)lines, .m = (uint32_t)m, .ndim = (uint32_t)nd,
-                .xstep = (int32_t)jst[0], .jst = {(int32_t)jst[1], (int32_t)jst[2]}};
+                .xstep = (int32_t)jst[0], .jst = {(int32_t)jst[1], (int32_t)jst[2]},
+                .X = (uint32_t)x->sizes[dim]};
   uint64_t bits;
   if (f64) {
     memcpy(&bits, &alpha, sizeof bits);
