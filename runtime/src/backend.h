@@ -200,6 +200,7 @@ extern const em_backend em_vulkan_backend; /* runtime/src/vulkan/vk_backend.c */
 typedef struct em_backend_slot {
   const char *name;   /* the member's name: "gemm" */
   size_t offset;      /* offsetof(struct em_backend, gemm) */
+  bool optional;      /* a capability a backend may leave empty (check_index) */
 } em_backend_slot;
 /* Every function-pointer member of struct em_backend, in declaration order (a static assertion
  * there keeps the list complete). */

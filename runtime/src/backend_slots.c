@@ -10,7 +10,8 @@
 
 typedef void (*any_fn)(void);
 
-#define SLOT(n) {#n, offsetof(struct em_backend, n)}
+#define SLOT(n) {#n, offsetof(struct em_backend, n), false}
+#define OPTIONAL_SLOT(n) {#n, offsetof(struct em_backend, n), true}
 
 const em_backend_slot em_backend_slots[] = {
     SLOT(storage_alloc), SLOT(storage_free), SLOT(read), SLOT(write), SLOT(synchronize),
@@ -18,7 +19,7 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(unary), SLOT(binary), SLOT(where), SLOT(clamp), SLOT(lerp), SLOT(addc),
     SLOT(reduce), SLOT(moments), SLOT(norm), SLOT(arg_reduce), SLOT(scan), SLOT(softmax),
     SLOT(gemm),
-    SLOT(index_select), SLOT(gather), SLOT(scatter), SLOT(index_put), SLOT(nonzero), SLOT(sort),
+    OPTIONAL_SLOT(check_index), SLOT(index_select), SLOT(gather), SLOT(scatter), SLOT(index_put), SLOT(nonzero), SLOT(sort),
     SLOT(conv2d), SLOT(conv2d_input_grad), SLOT(conv2d_weight_grad), SLOT(max_pool2d),
     SLOT(max_unpool2d), SLOT(avg_pool2d), SLOT(avg_pool2d_backward),
     SLOT(batch_norm_stats), SLOT(channel_affine), SLOT(batch_norm_backward), SLOT(group_norm),
