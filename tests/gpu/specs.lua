@@ -70,6 +70,10 @@ local function add_test(name, body)
       if ok then ok, err = run_protected(f) end
     end
     current_finally = nil
+    if os.getenv('SPECS_VERBOSE') then -- each test's name as it starts: finds a hang
+      io.stdout:write('.. ', full_name(name), '\n')
+      io.stdout:flush()
+    end
     if ok then ok, err = run_protected(body) end
     if current_finally then run_protected(current_finally) end
     for _, f in ipairs(afters) do run_protected(f) end
@@ -117,6 +121,7 @@ for _, file in ipairs(arg) do
     end
   end
   print(('%s: %s'):format(file, failed == before and 'ok' or (failed - before) .. ' failed'))
+  io.stdout:flush() -- a run cut short by a timeout still shows how far it got
 end
 for _, f in ipairs(failures) do print('FAIL ' .. f) end
 print(('specs: %d passed, %d failed, %d pending, %.1f s cpu'):format(passed, failed, pend, os.clock() - t0))
