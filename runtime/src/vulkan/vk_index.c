@@ -14,12 +14,6 @@
 
 #include "vk.h"
 
-int em_vk_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
-int em_vk_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
-int em_vk_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                  int accumulate);
-int em_vk_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                    double alpha, int accumulate);
 /* vk_index_last.c: the parallel last-one-wins path without accumulation (1: not taken). */
 int em_vk_index_last(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                      int put);

@@ -1,12 +1,38 @@
 /*
- * vk_nonzero.c: nonzero over many workgroups (kernels/nonzero_blocks.comp), for inputs of more
- * than one block; em_vk_nonzero (vk_sort.c) keeps small ones in its single workgroup. Three
- * launches: count per block of 4096 elements, an exclusive scan of the counts, and the writes
- * of the coordinates at their row-major rows.
+ * vk_nonzero.c: the nonzero slot. Inputs of one block (4096 elements) go to one workgroup
+ * (kernels/nonzero.comp, a shared-memory scan, so the coordinates come out in row-major
+ * order); larger ones over many (kernels/nonzero_blocks.comp), in three
+ * launches: count per block, an exclusive scan of the counts, and the writes of the
+ * coordinates at their row-major rows.
  */
 #include "vk.h"
 
-int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x);
+int em_vk_nonzero(em_tensor *out, const em_tensor *x);
+
+/* x's sizes and strides innermost first (the kernels' order); -1 with a "not implemented"
+ * error when an index would not fit the kernels' 32-bit arithmetic. */
+static int nonzero_dims(const vk_device *D, em_tensor *out, const em_tensor *x, uint32_t *size,
+                        int32_t *st) {
+  int64_t lo, hi, n = em_numel(x);
+  vk_span(x, &lo, &hi);
+  for (int d = 0; d < x->ndim; d++) {
+    size[x->ndim - 1 - d] = (uint32_t)x->sizes[d];
+    st[x->ndim - 1 - d] = (int32_t)x->strides[d];
+  }
+  if (lo < 0 || hi >= INT32_MAX || n > INT32_MAX ||
+      out->offset + em_numel(out) >= INT32_MAX / 2)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
+                             "nonzero: not implemented on %s for tensors beyond 2^30 elements",
+                             D->name);
+  return 0;
+}
+
+typedef struct nonzero_push {
+  uint32_t n, ndim, base, count, obase;
+  uint32_t size[EM_MAX_DIMS];
+  int32_t st[EM_MAX_DIMS];
+} nonzero_push;
+_Static_assert(sizeof(nonzero_push) <= VK_MAX_PUSH, "nonzero push constants exceed 128 bytes");
 
 typedef struct blocks_push {
   uint32_t n, ndim, base, count, obase, blocks;
@@ -16,7 +42,7 @@ typedef struct blocks_push {
 _Static_assert(sizeof(blocks_push) <= VK_MAX_PUSH, "nonzero push constants exceed 128 bytes");
 _Static_assert(EM_MAX_DIMS <= 8, "nonzero_blocks.comp holds 8 dimensions");
 
-int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x) {
+static int nonzero_blocks(em_tensor *out, const em_tensor *x) {
   vk_device *D = em_vk_device(x->device_id);
   int64_t n = em_numel(x), count = out->sizes[0];
   if (n == 0 || count == 0) return 0;
@@ -24,17 +50,7 @@ int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x) {
   blocks_push p = {.n = (uint32_t)n, .ndim = (uint32_t)x->ndim, .base = (uint32_t)x->offset,
                    .count = (uint32_t)count, .obase = (uint32_t)out->offset,
                    .blocks = (uint32_t)blocks};
-  int64_t lo, hi;
-  vk_span(x, &lo, &hi);
-  for (int d = 0; d < x->ndim; d++) {
-    p.size[x->ndim - 1 - d] = (uint32_t)x->sizes[d];
-    p.st[x->ndim - 1 - d] = (int32_t)x->strides[d];
-  }
-  if (lo < 0 || hi >= INT32_MAX || n > INT32_MAX ||
-      out->offset + em_numel(out) >= INT32_MAX / 2)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
-                             "nonzero: not implemented on %s for tensors beyond 2^30 elements",
-                             D->name);
+  if (nonzero_dims(D, out, x, p.size, p.st) != 0) return -1;
   em_tensor *cnt = em_empty(1, &blocks, EM_INT32, x->device_id);
   if (cnt == NULL) {
     em_error_prefix("nonzero");
@@ -58,4 +74,24 @@ int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x) {
   if (rc == 0) rc = em_vk_launch_locked(&W);
   em_release(cnt);
   return rc;
+}
+
+int em_vk_nonzero(em_tensor *out, const em_tensor *x) {
+  vk_device *D = em_vk_device(x->device_id);
+  int64_t n = em_numel(x), count = out->sizes[0];
+  if (n == 0 || count == 0) return 0;
+  if (n > 4096) return nonzero_blocks(out, x); /* more than one block: many workgroups */
+  nonzero_push p = {.n = (uint32_t)n, .ndim = (uint32_t)x->ndim, .base = (uint32_t)x->offset,
+                    .count = (uint32_t)count, .obase = (uint32_t)out->offset};
+  if (nonzero_dims(D, out, x, p.size, p.st) != 0) return -1;
+  vk_launch L = {
+      .module = "nonzero",
+      .push = &p,
+      .push_size = sizeof p,
+      .spec = {(uint32_t)x->dtype_id, ~0u, ~0u, ~0u},
+      .ops = {out, x},
+      .writes = 1u,
+      .groups = {1, 1, 1},
+  };
+  return em_vk_launch_locked(&L);
 }

@@ -3,8 +3,6 @@
  * dimension, one workgroup per line, a bitonic network in shared memory. Lines longer than
  * the shared memory holds (12 bytes per element: 4096 on a 48 KiB device, 2048 on 32 KiB)
  * raise "not implemented"; argsort and topk go through this slot (ops/sort.c).
- * Also nonzero (kernels/nonzero.comp), the other order-dependent kernel: one workgroup with a
- * shared-memory scan, so the coordinates come out in row-major order.
  */
 #include "vk.h"
 
@@ -81,47 +79,6 @@ int em_vk_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int di
       .ops = {values, indices, x},
       .writes = 3u,
       .groups = {(uint32_t)groups, 1, 1},
-  };
-  return em_vk_launch_locked(&L);
-}
-
-/* ---- nonzero (kernels/nonzero.comp) ---- */
-int em_vk_nonzero(em_tensor *out, const em_tensor *x);
-int em_vk_nonzero_blocks(em_tensor *out, const em_tensor *x); /* vk_nonzero.c */
-
-typedef struct nonzero_push {
-  uint32_t n, ndim, base, count, obase;
-  uint32_t size[EM_MAX_DIMS];
-  int32_t st[EM_MAX_DIMS];
-} nonzero_push;
-_Static_assert(sizeof(nonzero_push) <= VK_MAX_PUSH, "nonzero push constants exceed 128 bytes");
-
-int em_vk_nonzero(em_tensor *out, const em_tensor *x) {
-  vk_device *D = em_vk_device(x->device_id);
-  int64_t n = em_numel(x), count = out->sizes[0];
-  if (n == 0 || count == 0) return 0;
-  if (n > 4096) return em_vk_nonzero_blocks(out, x); /* more than one block: many workgroups */
-  nonzero_push p = {.n = (uint32_t)n, .ndim = (uint32_t)x->ndim, .base = (uint32_t)x->offset,
-                    .count = (uint32_t)count, .obase = (uint32_t)out->offset};
-  int64_t lo, hi;
-  vk_span(x, &lo, &hi);
-  for (int d = 0; d < x->ndim; d++) {
-    p.size[x->ndim - 1 - d] = (uint32_t)x->sizes[d];
-    p.st[x->ndim - 1 - d] = (int32_t)x->strides[d];
-  }
-  if (lo < 0 || hi >= INT32_MAX || n > INT32_MAX ||
-      out->offset + em_numel(out) >= INT32_MAX / 2)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED,
-                             "nonzero: not implemented on %s for tensors beyond 2^30 elements",
-                             D->name);
-  vk_launch L = {
-      .module = "nonzero",
-      .push = &p,
-      .push_size = sizeof p,
-      .spec = {(uint32_t)x->dtype_id, ~0u, ~0u, ~0u},
-      .ops = {out, x},
-      .writes = 1u,
-      .groups = {1, 1, 1},
   };
   return em_vk_launch_locked(&L);
 }
