@@ -235,6 +235,33 @@ for name, dt in pairs({ float = 'float32', double = 'float64', half = 'float16',
 end
 function methods.cpu(x) return methods.to(x, 'cpu') end
 
+-- x:pin_memory([device]): a copy of the CPU tensor x in pinned memory of a GPU (`device`, else
+-- the default device when it is a GPU, else the best Vulkan device): copies from it to that
+-- GPU are one transfer, without a staging copy and without waiting (docs/devices.md). As
+-- with PyTorch's non_blocking copies, do not write to it until the device has taken the data
+-- (ember.synchronize()). x itself when it is pinned for that device already.
+function methods.pin_memory(x, device)
+  if x.ptr.device_id ~= 0 then
+    error(('pin_memory: expected a cpu tensor, got one on %s'):format(
+      core.device_name(x.ptr.device_id)), 2)
+  end
+  local id
+  if device ~= nil then
+    id = core.device_id(device, 'pin_memory')
+  else
+    id = C.em_default_device()
+    if id == 0 then id = core.device_id('vulkan', 'pin_memory') end
+  end
+  if C.em_pinned_device(x.ptr) == id then return x end
+  local p = x.ptr
+  local r = own(C.em_empty_pinned(p.ndim, p.sizes, p.dtype_id, id), C.em_empty_pinned, p.ndim,
+    p.sizes, p.dtype_id, id)
+  check(C.em_copy_(r.ptr, p))
+  return r
+end
+-- Whether x's data is in pinned memory (x:pin_memory()).
+function methods.is_pinned(x) return C.em_pinned_device(x.ptr) >= 0 end
+
 local item_buf = ffi.new('double[1]')
 local item_i64 = ffi.new('int64_t[1]')
 function methods.item(x)

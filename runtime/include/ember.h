@@ -126,6 +126,14 @@ int em_same_storage(const em_tensor *a, const em_tensor *b);
 
 /* ---- creation ------------------------------------------------------------------------------ */
 em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+/* A CPU tensor in pinned memory of `device`: host memory that device's copies read directly,
+ * so a copy to it (x:to(device)) neither stages the data nor waits. The copy runs in order
+ * with the device's queue: writing to the tensor before that is the caller's race, as with
+ * PyTorch's non_blocking copies from pinned memory. An error for a device without pinned
+ * memory (the CPU). */
+em_tensor *em_empty_pinned(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+/* The device whose pinned memory holds t's data, or -1 for ordinary memory. */
+int em_pinned_device(const em_tensor *t);
 em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device);
@@ -449,11 +457,12 @@ int em_safetensors_save(const char *path, int64_t n, const char *const *names,
  * with the same first size; sample i is row i) into new batch tensors ahead of the consumer.
  * Batch b holds samples indices[b * batch_size ...] (0-based; the last batch may be short)
  * of every source. depth bounds how many batches are built ahead (<= 0: 2 * num_workers).
- * num_workers == 0 gathers on the caller's thread in em_prefetcher_next. */
+ * num_workers == 0 gathers on the caller's thread in em_prefetcher_next. pin_device >= 0
+ * builds the batches in that device's pinned memory (em_empty_pinned); -1: ordinary memory. */
 typedef struct em_prefetcher em_prefetcher;
 em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
                                  const int64_t *indices, int64_t batch_size, int num_workers,
-                                 int depth);
+                                 int depth, int pin_device);
 int64_t em_prefetcher_num_batches(const em_prefetcher *p);
 /* Puts the next batch's n_sources tensors (new references) in out: returns 1, 0 when every
  * batch was taken, -1 with an error (a worker's error is raised here, in order). */

@@ -58,6 +58,11 @@ struct em_backend {
   int (*read)(const em_storage *s, size_t offset, void *dst, size_t nbytes);
   int (*write)(em_storage *s, size_t offset, const void *src, size_t nbytes);
   int (*synchronize)(void);
+  /* Optional: fills the CPU storage s (s->nbytes; s->device_id is the CPU) with host memory
+   * that `device` (this backend's, started) transfers read directly (pinned memory): s->data is its host address
+   * and s->backend_ctx a record starting with an em_pinned_head, through which the storage is
+   * released. The write slot then copies from such memory without staging it. */
+  int (*pin_alloc)(em_storage *s, int device);
 
   /* ---- creation and copies ---- */
   /* dst and src have the same shape (src maybe broadcast); dtypes may differ: cast. */

@@ -46,6 +46,15 @@ struct em_storage {
 };
 
 em_storage *em_storage_new(int device, size_t nbytes);
+/* Pinned storages (backend.h's pin_alloc): CPU storages whose backend_ctx starts with this. */
+typedef struct em_pinned_head {
+  void (*release)(em_storage *s); /* gives the memory back (s itself is freed by the caller) */
+  int device;                     /* the device whose pinned memory it is */
+} em_pinned_head;
+/* A CPU storage of nbytes in `device`'s pinned memory. */
+em_storage *em_pinned_storage_new(int device, size_t nbytes);
+/* Whether a CPU storage is pinned (not inline, not in a tensor block, not plain). */
+bool em_storage_is_pinned(const em_storage *s);
 /* A CPU tensor header with its storage and nbytes of data in one block (small tensors only),
  * or NULL without an error when the caller should allocate the usual way. Only the header's
  * storage pointer is set; the header carries EM_HEADER_IN_BLOCK once initialized. */

@@ -88,6 +88,31 @@ em_storage *em_storage_new(int device, size_t nbytes) {
   return s;
 }
 
+bool em_storage_is_pinned(const em_storage *s) {
+  return s->device_id == EM_CPU && s->backend_ctx != NULL && s->backend_ctx != &inline_marker &&
+         s->backend_ctx != &block_marker;
+}
+
+em_storage *em_pinned_storage_new(int device, size_t nbytes) {
+  const em_backend *be = em_device_backend(device);
+  if (be == NULL) return em_error_null("pin_memory: invalid device %d", device);
+  if (be->pin_alloc == NULL)
+    return em_error_null("pin_memory: expected a device with pinned memory (a Vulkan GPU), got %s",
+                         be->name);
+  em_storage *s = malloc(sizeof *s);
+  if (s == NULL) {
+    em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: tried to allocate %zu bytes", sizeof *s);
+    return NULL;
+  }
+  *s = (em_storage){.refcount = 1, .device_id = EM_CPU, .nbytes = nbytes};
+  if (em_device_start(device) != 0 || be->pin_alloc(s, device) != 0) {
+    free(s);
+    return NULL;
+  }
+  em_memory_note_alloc(EM_CPU, nbytes);
+  return s;
+}
+
 void em_storage_retain(em_storage *s) { __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED); }
 
 void em_storage_release(em_storage *s) {
@@ -102,6 +127,9 @@ void em_storage_release(em_storage *s) {
   }
   if (s->backend_ctx == &inline_marker) {
     em_memory_note_free(EM_CPU, s->nbytes);
+  } else if (em_storage_is_pinned(s)) {
+    em_memory_note_free(EM_CPU, s->nbytes);
+    ((em_pinned_head *)s->backend_ctx)->release(s);
   } else {
     em_device_backend(s->device_id)->storage_free(s);
   }

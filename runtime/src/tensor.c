@@ -221,6 +221,27 @@ em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device) 
   return alloc_tensor("empty", ndim, sizes, dtype, device);
 }
 
+em_tensor *em_empty_pinned(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
+  if (em_check_shape("pin_memory", ndim, sizes) || em_check_dtype("pin_memory", dtype) ||
+      em_check_device("pin_memory", device))
+    return NULL;
+  size_t nbytes = (size_t)em_shape_numel(ndim, sizes) * em_dtypes[dtype].size;
+  em_tensor *t = em_tensor_header(ndim, sizes, dtype, EM_CPU);
+  if (t == NULL) return NULL;
+  t->storage = em_pinned_storage_new(device, nbytes);
+  if (t->storage == NULL) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+int em_pinned_device(const em_tensor *t) {
+  const em_storage *s = t->storage;
+  if (!em_storage_is_pinned(s)) return -1;
+  return ((const em_pinned_head *)s->backend_ctx)->device;
+}
+
 /* full under the name of the function the caller called, for its error messages. */
 static em_tensor *full_named(const char *fn, int ndim, const int64_t *sizes, double value,
                              em_dtype dtype, int device) {

@@ -85,7 +85,7 @@ static void test_prefetch_values(void) {
   int64_t idx[100];
   for (int i = 0; i < 100; i++) idx[i] = (i * 37) % 100;
   for (int w = 0; w <= 4; w++) {
-    em_prefetcher *p = em_prefetcher_new(1, &src, 100, idx, 7, w, 0);
+    em_prefetcher *p = em_prefetcher_new(1, &src, 100, idx, 7, w, 0, -1);
     CHECK(p != NULL && em_prefetcher_num_batches(p) == 15);
     em_tensor *out;
     int b = 0, ok = 1, rc;
@@ -110,7 +110,7 @@ static void test_prefetch_early_stop(void) {
   for (int i = 0; i < 64; i++) idx[i] = 63 - i;
   for (int round = 0; round < 3; round++)
     for (int k = 0; k <= 8; k++) {
-      em_prefetcher *p = em_prefetcher_new(1, &src, 64, idx, 8, 1 + (k + round) % 4, k % 3);
+      em_prefetcher *p = em_prefetcher_new(1, &src, 64, idx, 8, 1 + (k + round) % 4, k % 3, -1);
       em_tensor *out;
       for (int j = 0; j < k; j++)
         if (em_prefetcher_next(p, &out) == 1) em_release(out);

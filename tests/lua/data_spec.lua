@@ -425,19 +425,19 @@ describe('the C prefetcher', function()
     local a, b = ember.zeros(4, 2), ember.zeros(5)
     local srcs = ffi.new('em_tensor*[2]', { a.ptr, b.ptr })
     local idx = ffi.new('int64_t[2]', { 0, 3 })
-    assert.is_true(C.em_prefetcher_new(2, srcs, 2, idx, 1, 0, 0) == nil)
+    assert.is_true(C.em_prefetcher_new(2, srcs, 2, idx, 1, 0, 0, -1) == nil)
     assert.are.equal('prefetcher: source 2 has 5 samples, source 1 has 4', ffi.string(C.em_last_error()))
     idx[1] = 4
-    assert.is_true(C.em_prefetcher_new(1, srcs, 2, idx, 1, 0, 0) == nil)
+    assert.is_true(C.em_prefetcher_new(1, srcs, 2, idx, 1, 0, 0, -1) == nil)
     assert.are.equal('prefetcher: index 4 (entry 2) is out of range for 4 samples', ffi.string(C.em_last_error()))
     idx[1] = 1
-    assert.is_true(C.em_prefetcher_new(1, srcs, 2, idx, 0, 0, 0) == nil)
+    assert.is_true(C.em_prefetcher_new(1, srcs, 2, idx, 0, 0, 0, -1) == nil)
     assert.are.equal('prefetcher: expected batch_size >= 1, got 0', ffi.string(C.em_last_error()))
-    assert.is_true(C.em_prefetcher_new(1, srcs, 2, idx, 1, 65, 0) == nil)
+    assert.is_true(C.em_prefetcher_new(1, srcs, 2, idx, 1, 65, 0, -1) == nil)
     assert.are.equal('prefetcher: expected 0 to 64 workers, got 65', ffi.string(C.em_last_error()))
     local s = ember.tensor(1)
     srcs[0] = s.ptr
-    assert.is_true(C.em_prefetcher_new(1, srcs, 0, nil, 1, 0, 0) == nil)
+    assert.is_true(C.em_prefetcher_new(1, srcs, 0, nil, 1, 0, 0, -1) == nil)
     assert.are.equal('prefetcher: source 1 is 0-dim; expected samples along dimension 1', ffi.string(C.em_last_error()))
     assert.are.equal(-1, C.em_prefetcher_next(nil, nil))
   end)
@@ -450,7 +450,7 @@ describe('the C prefetcher', function()
     ember.memory.set_limit('cpu', ember.memory.stats('cpu').allocated + 100000)
     -- one worker builds batch 1 (64 KiB) then batch 2, while batch 1 is still held: the second
     -- allocation passes the limit in the worker thread
-    local pf = C.em_prefetcher_new(1, srcs, 64, idx, 16, 1, 0)
+    local pf = C.em_prefetcher_new(1, srcs, 64, idx, 16, 1, 0, -1)
     local out = ffi.new('em_tensor*[1]')
     local results, held = {}, {}
     for _ = 1, 4 do

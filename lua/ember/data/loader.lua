@@ -22,6 +22,7 @@ local dataset = require 'ember.data.dataset'
 local collate = require 'ember.data.collate'
 local random = require 'ember.random'
 local creation = require 'ember.creation'
+local is_tensor = require('ember.tensor').is_tensor
 
 local C = core.C
 local TensorDataset = dataset.TensorDataset
@@ -42,7 +43,7 @@ local function check_count(fn, what, v, min, max)
 end
 
 local options = { batch_size = true, shuffle = true, drop_last = true, num_workers = true,
-  seed = true, collate = true, prefetch = true }
+  seed = true, collate = true, prefetch = true, pin_memory = true }
 
 function DataLoader:init(ds, opts)
   if (type(ds) ~= 'table' and type(ds) ~= 'userdata') or type(ds.size) ~= 'function'
@@ -64,6 +65,14 @@ function DataLoader:init(ds, opts)
   if opts.collate ~= nil and type(opts.collate) ~= 'function' then
     error('DataLoader: expected collate to be a function, got ' .. type(opts.collate), 3)
   end
+  -- pin_memory: true pins for the default device when it is a GPU (and does nothing on a
+  -- CPU-only run, so a script runs everywhere); a device name pins for that device
+  local pin = opts.pin_memory
+  if pin ~= nil and type(pin) ~= 'boolean' and type(pin) ~= 'string' then
+    error('DataLoader: expected pin_memory to be a boolean or a device name, got ' .. type(pin), 3)
+  end
+  if type(pin) == 'string' then core.device_id(pin, 'DataLoader') end
+  self.pin_memory = pin or false
   self.dataset = ds
   self.batch_size = check_count('DataLoader', 'batch_size', opts.batch_size or 1, 1)
   self.shuffle = opts.shuffle or false
@@ -177,6 +186,17 @@ local function worker_sources(self)
   return ds.tensors
 end
 
+-- The device whose pinned memory batches go to, or -1.
+local function pin_device(self)
+  local pin = self.pin_memory
+  if pin == false then return -1 end
+  if pin == true then
+    local d = C.em_default_device()
+    return d ~= 0 and d or -1
+  end
+  return core.device_id(pin, 'DataLoader')
+end
+
 local function prefetch_iter(self, sources, order, first, count, progress)
   local k, bs = #sources, self.batch_size
   local srcs = ffi.new('em_tensor*[?]', k)
@@ -184,7 +204,8 @@ local function prefetch_iter(self, sources, order, first, count, progress)
   local sel = order:narrow(1, first, count)
   local idx = (sel - 1):contiguous()
   local ptr = count > 0 and ffi.cast('const int64_t *', idx:data_ptr()) or nil
-  local pf = C.em_prefetcher_new(k, srcs, count, ptr, bs, self.num_workers, self.prefetch)
+  local pin = pin_device(self)
+  local pf = C.em_prefetcher_new(k, srcs, count, ptr, bs, self.num_workers, self.prefetch, pin)
   if pf == nil then core.raise(3) end
   pf = ffi.gc(pf, C.em_prefetcher_free)
   local st = { pf = pf }
@@ -196,7 +217,7 @@ local function prefetch_iter(self, sources, order, first, count, progress)
   local function rebuild()
     core.collect()
     local len = math.min(bs, count - taken * bs)
-    local one = C.em_prefetcher_new(k, srcs, len, ptr + taken * bs, len, 0, 1)
+    local one = C.em_prefetcher_new(k, srcs, len, ptr + taken * bs, len, 0, 1, pin)
     local rc = one ~= nil and C.em_prefetcher_next(one, out) or -1
     local msg = rc ~= 1 and ffi.string(C.em_last_error())
     C.em_prefetcher_free(one)
@@ -234,6 +255,7 @@ end
 
 local function generic_iter(self, order, first, last, progress)
   local ds, bs, custom = self.dataset, self.batch_size, self.collate
+  local pin = pin_device(self)
   local idx = order:totable()
   local pos = first
   local loader = self
@@ -264,6 +286,13 @@ local function generic_iter(self, order, first, last, progress)
     local lo, hi = pos, math.min(pos + bs - 1, last)
     pos = hi + 1
     local r = pack(load(lo, hi))
+    if pin >= 0 then -- batches built in the main thread are pinned after collation
+      for i = 1, r.n do
+        if is_tensor(r[i]) and r[i]:device() == 'cpu' then
+          r[i] = r[i]:pin_memory(pin)
+        end
+      end
+    end
     progress.batch = progress.batch + 1
     return unpack(r, 1, r.n)
   end

@@ -38,6 +38,7 @@ struct em_prefetcher {
   int64_t *row_bytes;
   int64_t *indices;
   int64_t n_indices, batch_size, n_batches;
+  int pin_device;        /* batches in this device's pinned memory; -1: ordinary memory */
 
   int depth;
   slot *slots;
@@ -72,7 +73,9 @@ static int gather(em_prefetcher *p, int64_t b, em_tensor **out, int parallel) {
     int64_t sizes[EM_MAX_DIMS];
     memcpy(sizes, src->sizes, sizeof sizes);
     sizes[0] = rows;
-    em_tensor *t = em_empty(src->ndim, sizes, (em_dtype)src->dtype_id, EM_CPU);
+    em_tensor *t = p->pin_device >= 0
+                       ? em_empty_pinned(src->ndim, sizes, (em_dtype)src->dtype_id, p->pin_device)
+                       : em_empty(src->ndim, sizes, (em_dtype)src->dtype_id, EM_CPU);
     if (t == NULL) goto fail;
     out[s] = t;
     int64_t rb = p->row_bytes[s];
@@ -170,7 +173,7 @@ static int start_workers(em_prefetcher *p, int n) {
 
 em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
                                  const int64_t *indices, int64_t batch_size, int num_workers,
-                                 int depth) {
+                                 int depth, int pin_device) {
   const char *fn = "prefetcher";
   int64_t rows = 0;
   if (check_sources(n_sources, sources, &rows) != 0) return NULL;
@@ -185,6 +188,15 @@ em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64
       return em_error_null("%s: index %lld (entry %lld) is out of range for %lld samples", fn,
                            (long long)indices[i], (long long)i + 1, (long long)rows);
   if (depth < 1) depth = num_workers > 0 ? 2 * num_workers : 1;
+  if (pin_device >= 0) { /* a device with pinned memory, started here rather than in a worker */
+    int64_t none = 0;
+    em_tensor *probe = em_empty_pinned(1, &none, EM_UINT8, pin_device);
+    if (probe == NULL) {
+      em_error_prefix(fn);
+      return NULL;
+    }
+    em_release(probe);
+  }
 
   em_prefetcher *p = calloc(1, sizeof *p);
   if (p == NULL) return em_error_kind_set(EM_ERR_OOM, "%s: out of memory", fn), NULL;
@@ -196,6 +208,7 @@ em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64
   p->batch_size = batch_size;
   p->n_batches = (n_indices + batch_size - 1) / batch_size;
   p->depth = depth;
+  p->pin_device = pin_device;
   p->sources = calloc((size_t)n_sources, sizeof *p->sources);
   p->row_bytes = calloc((size_t)n_sources, sizeof *p->row_bytes);
   p->indices = malloc((size_t)(n_indices ? n_indices : 1) * sizeof *p->indices);

@@ -14,6 +14,16 @@ static int copy_raw(em_tensor *dst, const em_tensor *src);
 static int copy_across_devices(em_tensor *dst, const em_tensor *src) {
   em_tensor *host_src = NULL, *staged = NULL;
   int rc = -1;
+  /* 0. A contiguous CPU source of dst's dtype goes straight to the device's write: one copy
+   * into its staging memory, or none from pinned memory (em_empty_pinned). */
+  if (src->device_id == EM_CPU && src->dtype_id == dst->dtype_id && em_is_contiguous(src) &&
+      em_is_contiguous(dst)) {
+    size_t n = (size_t)em_numel(dst) * em_dtypes[dst->dtype_id].size;
+    return n ? em_device_backend(dst->device_id)->write(
+                   dst->storage, (size_t)dst->offset * em_dtypes[dst->dtype_id].size,
+                   em_data_ptr(src), n)
+             : 0;
+  }
   /* 1. Make src contiguous and of dst's dtype, still on its own device. */
   em_tensor *cast = em_empty(dst->ndim, dst->sizes, (em_dtype)dst->dtype_id, src->device_id);
   if (cast == NULL || copy_raw(cast, src) != 0) goto done;

@@ -233,6 +233,7 @@ struct vk_device {
   uint32_t pipes_unsaved;     /* created since the cache file was last written */
   char cache_path[512];
   struct vk_flag *flag;       /* device-side error reports (vk_flag.c); NULL until needed */
+  struct vk_pinned *pinned;   /* pinned host buffers, live and cached (vk_pinned.c) */
   struct vk_profile *profile; /* per-kernel GPU times (vk_profile.c); NULL unless EMBER_VK_PROFILE */
   uint64_t host_waits;        /* em_vk_wait_serial / em_vk_wait_idle calls that waited */
 };
@@ -313,6 +314,17 @@ void em_vk_profile_before(vk_device *D, VkCommandBuffer cmd, int module, uint32_
 void em_vk_profile_after(vk_device *D, VkCommandBuffer cmd);
 /* A frame completed: adds its timestamps to the totals. */
 void em_vk_profile_retire(vk_device *D, int frame);
+
+/* vk_pinned.c: pinned memory (the pin_alloc slot). All but em_vk_pin_alloc with D->lock held. */
+typedef struct vk_pinned vk_pinned;
+int em_vk_pin_alloc(em_storage *s, int device);
+/* The live pinned buffer of D holding [src, src + nbytes) (its offset there), or NULL. */
+vk_pinned *em_vk_pinned_find(vk_device *D, const void *src, size_t nbytes, uint64_t *offset);
+/* Records the copy of nbytes at `offset` of pinned buffer p into block b at byte dst. */
+int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t dst,
+                      size_t nbytes);
+/* Frees the cached pinned buffers no pending copy reads (memory.empty_cache). */
+void em_vk_pinned_release_all(vk_device *D);
 
 /* vk_transfer.c */
 int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes);

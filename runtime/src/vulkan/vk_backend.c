@@ -86,6 +86,7 @@ const em_backend em_vulkan_backend = {
   .storage_free = em_vk_storage_free,
   .read = em_vk_read,
   .write = em_vk_write,
+  .pin_alloc = em_vk_pin_alloc,
   .synchronize = synchronize_all,
   .copy = em_vk_copy,
   .fill = em_vk_fill,

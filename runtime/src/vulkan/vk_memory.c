@@ -318,6 +318,7 @@ int em_vk_empty_cache(void *ctx) {
   int rc = release_empty_slabs(D);
   if (rc == 0) rc = em_vk_wait_idle(D);
   if (rc == 0) em_vk_staging_release_all(D);
+  if (rc == 0) em_vk_pinned_release_all(D);
   pthread_mutex_unlock(&D->lock);
   return rc;
 }

@@ -119,6 +119,13 @@ int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes) {
     pthread_mutex_unlock(&D->lock);
     return rc;
   }
+  uint64_t from;
+  vk_pinned *pinned = em_vk_pinned_find(D, src, nbytes, &from);
+  if (pinned != NULL) { /* straight from pinned memory: no staging copy */
+    rc = em_vk_pinned_copy(D, pinned, from, b, dst, nbytes);
+    pthread_mutex_unlock(&D->lock);
+    return rc;
+  }
   for (size_t done = 0; done < nbytes && rc == 0;) {
     uint64_t n = nbytes - done < PIECE ? nbytes - done : PIECE;
     vk_staging *st = get_staging(D, n);
