@@ -53,8 +53,11 @@ end
 if opts.model ~= 'cnn' and opts.model ~= 'mlp' then
   error("--model must be cnn or mlp, got '" .. tostring(opts.model) .. "'", 0)
 end
-if opts.batch_size < 1 or opts.batch_size ~= math.floor(opts.batch_size) then
-  error('--batch-size must be a positive integer, got ' .. tostring(opts.batch_size), 0)
+for _, name in ipairs({ 'batch_size', 'samples', 'epochs' }) do
+  local v = opts[name]
+  if v < 1 or v ~= math.floor(v) then
+    error(('--%s must be a positive integer, got %s'):format(name:gsub('_', '-'), tostring(v)), 0)
+  end
 end
 if opts.threads > 0 then ember.set_num_threads(opts.threads) end
 ember.manual_seed(opts.seed)
@@ -73,9 +76,9 @@ local features = 1
 for _, s in ipairs(shape) do features = features * s end
 local teacher = ember.randn(features, 10, { device = device }) -- labels = argmax(x * teacher)
 
--- One training step on n fresh samples; returns the (detached) mean loss. Everything it
--- allocates (the batch, the activations, the autograd graph) is referenced only from here,
--- so after a failure these tensors are garbage and the next collection frees them.
+-- One training step on n fresh samples; returns the (detached) mean loss. What it allocates
+-- (the batch, the activations, the autograd graph) is referenced from its locals, and from the
+-- outputs that the model's modules keep from their last forward (see the recovery below).
 local function train_step(n)
   -- Gradients start from zero every step, so a backward pass that an earlier step left half
   -- done adds nothing to this one.
@@ -94,6 +97,11 @@ local function is_out_of_memory(err)
   return tostring(err):find('out of memory', 1, true) ~= nil
 end
 
+-- The error without where it was raised: "out of memory on cpu: tried to allocate ...".
+local function oom_message(err)
+  return tostring(err):match('out of memory on .*') or tostring(err)
+end
+
 print(('model %s on %s; %d samples per epoch, batch size %d to start%s'):format(opts.model,
   device, opts.samples, opts.batch_size,
   opts.limit and ', memory limit ' .. format_bytes(ember.memory.stats(device).limit) or ''))
@@ -101,6 +109,7 @@ print(('model %s on %s; %d samples per epoch, batch size %d to start%s'):format(
 -- ---- training with an adaptive batch size ----------------------------------------------------
 local batch = opts.batch_size
 local loss -- the mean loss of the last epoch
+local failures = 0
 for epoch = 1, opts.epochs do
   model:train()
   local done, steps, loss_total = 0, 0, nil
@@ -116,12 +125,16 @@ for epoch = 1, opts.epochs do
       -- Only out-of-memory is recoverable, and only while the batch can still shrink.
       if not is_out_of_memory(result) or n == 1 then error(result, 0) end
       batch = math.floor(n / 2)
-      print(('out of memory at batch %d (%s); batch size now %d'):format(n, tostring(result), batch))
-      -- Drop the failed step: `result` held the only other reference (the message), the
-      -- step's tensors are unreachable since pcall returned; collect them now so the retry
-      -- starts from what live tensors hold, and start the peak afresh so the figures printed
-      -- at the end are those of the batch size that fits.
-      result = nil
+      failures = failures + 1
+      print(('out of memory at batch %d (%s); batch size now %d'):format(n, oom_message(result), batch))
+      -- Drop the failed step's tensors. Its locals went with pcall, but each module still
+      -- holds the output of its last forward, and an output holds its autograd graph with the
+      -- activations saved for backward: the criterion's output (the loss) holds the whole
+      -- failed step. clear_state() lets go of them; the collection then frees them at once,
+      -- so the retry starts from what the model and the optimizer hold. The peak starts
+      -- afresh, so that the figure printed at the end is that of the batch size that fits.
+      model:clear_state()
+      criterion:clear_state()
       ember.memory.collect()
       ember.memory.reset_peak(device)
     end
@@ -132,7 +145,13 @@ end
 
 print(('final batch size %d, loss %.4f'):format(batch, loss))
 
+-- What the model and the optimizer hold now (the collection frees the last step first), the
+-- peak of the batch size that fitted, the limit, and the allocations made in all.
+model:clear_state()
+criterion:clear_state()
+ember.memory.collect()
 local s = ember.memory.stats(device)
-print(('memory on %s: allocated %s, cached %s, peak %s since the last out-of-memory, limit %s, %d allocations'):format(
+print(('memory on %s: allocated %s, cached %s, peak %s%s, limit %s, %d allocations'):format(
   s.device, format_bytes(s.allocated), format_bytes(s.cached), format_bytes(s.peak),
+  failures > 0 and ' (since the last out of memory)' or '',
   s.limit > 0 and format_bytes(s.limit) or 'none', s.num_allocs))
