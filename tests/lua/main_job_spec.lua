@@ -103,3 +103,64 @@ describe('examples/fashion_mnist.lua', function()
     assert.is_truthy(out:find('%d of 5 correct'), out)
   end)
 end)
+
+-- examples/adaptive_batch.lua: a memory limit makes the first batch sizes fail; the example
+-- halves the batch size on each out-of-memory error and finishes the epoch with one that fits.
+describe('examples/adaptive_batch.lua', function()
+  local script = 'examples/adaptive_batch.lua --samples 2048 --batch-size 1024 --threads 1 '
+
+  -- Checks the output of a run that started at 1024 and had to come down to 128, and
+  -- returns it.
+  local function check_run(out, code, device)
+    assert.are.equal(0, code, out)
+    local halvings = {}
+    for from, to in out:gmatch('out of memory at batch (%d+) %(out of memory on ' .. device:gsub('%p', '%%%0') ..
+      ': tried to allocate [^\n]*%); batch size now (%d+)\n') do
+      halvings[#halvings + 1] = { tonumber(from), tonumber(to) }
+    end
+    assert.are.same({ { 1024, 512 }, { 512, 256 }, { 256, 128 } }, halvings, out)
+    assert.is_truthy(out:find('epoch 1: 16 steps, loss', 1, true), out) -- 2048 samples by 128
+    local final, loss = out:match('final batch size (%d+), loss (%S+)\n')
+    assert.are.equal('128', final, out)
+    loss = tonumber(loss)
+    -- random 10-class data: the loss starts near log(10) = 2.30 and a few steps move it a little
+    assert.is_true(loss ~= nil and loss > 0 and loss < 3, out)
+    assert.is_truthy(out:find('memory on ' .. device .. ': allocated [^\n]*limit 5%.0 MiB, %d+ allocations'), out)
+    return out
+  end
+
+  it('halves the batch size on out-of-memory until a step fits, on the CPU', function()
+    -- The model, its gradients and Adam's state take 3.6 MiB; under a 5 MiB limit the steps
+    -- of 1024, 512 and 256 samples fail, 128 fit (measured; one thread, so deterministic).
+    local out, code = run(script .. '--device cpu --limit 5M')
+    check_run(out, code, 'cpu')
+    -- without a limit the first batch size fits
+    out, code = run(script .. '--device cpu')
+    assert.are.equal(0, code, out)
+    assert.is_falsy(out:find('out of memory', 1, true), out)
+    assert.is_truthy(out:find('final batch size 1024, loss %d+%.%d+'), out)
+  end)
+
+  it('re-raises what is not out of memory, and out of memory at batch size 1', function()
+    -- 2 MiB hold the model (0.9 MiB) but not its gradients and Adam's state besides
+    local out, code = run(script .. '--device cpu --limit 2M')
+    assert.are.equal(1, code, out)
+    assert.is_truthy(out:find('out of memory at batch 2 (', 1, true), out)
+    assert.is_truthy(out:find('batch size now 1\n', 1, true), out)
+    assert.is_truthy(out:find('\nember: [^\n]*out of memory on cpu'), out) -- batch 1 failed too
+    assert.is_falsy(out:find('final batch size', 1, true), out)
+    out, code = run(script .. '--device cpu --limit lots')
+    assert.are.equal(1, code, out)
+    assert.is_truthy(out:find('option --limit: expected bytes or a size such as 64M, got "lots"', 1, true), out)
+  end)
+
+  local VK = require('vk_helpers')
+  if VK.V == nil then
+    pending('no Vulkan device: ' .. tostring(VK.why))
+  else
+    it('halves the batch size on out-of-memory on ' .. VK.V, function()
+      local out, code = run(script .. '--device ' .. VK.V .. ' --limit 5M')
+      check_run(out, code, VK.V)
+    end)
+  end
+end)

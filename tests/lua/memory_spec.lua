@@ -64,6 +64,28 @@ describe('memory limits', function()
     end
   end)
 
+  it('frees every gradient of a backward that runs out of memory half-way', function()
+    -- d(sum(a w^T)) needs a 2048x256 gradient for a (2 MiB) and a 128x256 one for w (128 KiB);
+    -- the limit (with room for a copy of the 1 MiB output gradient) leaves room for the second only. A formula that stopped at the first failure
+    -- kept the second alive for ever.
+    local a = ember.randn(2048, 256):requires_grad_(true)
+    local w = ember.randn(128, 256):requires_grad_(true)
+    ember.memory.collect()
+    local base = ember.memory.stats().allocated
+    ember.memory.set_limit('cpu', base + 2560 * 1024)
+    local ok, err = pcall(function() a:mm(w:t()):sum():backward() end)
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find('backward: matmul: out of memory on cpu: tried to allocate 2.0 MiB', 1, true), err)
+    assert.is_nil(a.grad)
+    assert.is_nil(w.grad)
+    ember.memory.collect()
+    assert.are.equal(base, ember.memory.stats().allocated)
+    -- and the same backward succeeds without the limit
+    ember.memory.set_limit('cpu', 0)
+    a:mm(w:t()):sum():backward()
+    H.assert_close(w.grad, a:detach():sum(1):expand(128, 256):totable(), 1e-4, 1e-3)
+  end)
+
   it('rejects a negative limit', function()
     H.assert_error(function() ember.memory.set_limit('cpu', -1) end,
       'memory.set_limit: expected a limit >= 0 bytes, got -1')

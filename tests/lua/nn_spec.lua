@@ -40,6 +40,25 @@ describe('nn.Module', function()
     assert.is_nil(m.weight.grad)
   end)
 
+  it('releases the outputs (and their graphs) that modules keep, through the tree', function()
+    local m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Sequential(nn.Linear(256, 8)))
+    ember.memory.collect()
+    local base = ember.memory.stats().allocated
+    m(ember.randn(512, 64)) -- the result is dropped: only the modules hold the step now
+    ember.memory.collect()
+    local held = ember.memory.stats().allocated - base
+    assert.is_true(held >= 512 * 256 * 4 * 2, 'held ' .. held) -- at least Linear's and ReLU's outputs
+    assert.is_not_nil(m:get(3):get(1).output)
+    assert.are.equal(m, m:clear_state())
+    ember.memory.collect()
+    assert.are.equal(base, ember.memory.stats().allocated)
+    for _, c in ipairs(m:modules()) do
+      assert.is_nil(rawget(c, 'output'))
+      assert.is_nil(rawget(c, 'gradInput'))
+    end
+    assert.are.equal(m.clear_state, m.clearState)
+  end)
+
   it('round-trips state_dict and reports bad keys clearly', function()
     ember.manual_seed(1)
     local a = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))

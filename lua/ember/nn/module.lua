@@ -169,6 +169,19 @@ function Module:zero_grad()
 end
 Module.zeroGradParameters = Module.zero_grad
 
+-- Torch7's clearState: every module in the tree lets go of the output (and gradInput) it
+-- keeps from the last forward. An output holds its autograd graph, the activations saved for
+-- backward included, until the next forward through that module replaces it; after a step
+-- that failed half-way (out of memory) that is a whole step's memory, so release it first.
+function Module:clear_state()
+  for _, m in ipairs(self:modules()) do
+    rawset(m, 'output', nil)
+    rawset(m, 'gradInput', nil)
+  end
+  return self
+end
+Module.clearState = Module.clear_state
+
 function Module:requires_grad_(flag)
   if flag == nil then flag = true end
   for _, p in ipairs(self:parameters()) do p:requires_grad_(flag) end

@@ -82,6 +82,19 @@ static inline int put(em_node *node, em_tensor **grad_inputs, int i, T g) {
   return grad_inputs[i] ? 0 : -1;
 }
 
+/* put() for inputs 0 and 1 (and 2): every gradient is consumed, also when an earlier one
+ * failed (out of memory half-way through a formula); `put(a) || put(b)` would leak b. */
+static inline int put2(em_node *node, em_tensor **grad_inputs, T g0, T g1) {
+  int rc0 = put(node, grad_inputs, 0, g0);
+  int rc1 = put(node, grad_inputs, 1, g1);
+  return rc0 || rc1 ? -1 : 0;
+}
+static inline int put3(em_node *node, em_tensor **grad_inputs, T g0, T g1, T g2) {
+  int rc01 = put2(node, grad_inputs, g0, g1);
+  int rc2 = put(node, grad_inputs, 2, g2);
+  return rc01 || rc2 ? -1 : 0;
+}
+
 /* Whether input i needs a gradient (formulas skip work for the others). */
 static inline bool needs(const em_node *node, int i) { return node->inputs[i].node != NULL; }
 

@@ -79,7 +79,7 @@ static int scatter_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     }
   }
   T gs = needs(node, 1) ? em_gather(g, dim, idx) : NULL;
-  return put(node, gi, 0, gx) || put(node, gi, 1, gs);
+  return put2(node, gi, gx, gs);
 }
 
 int em_ag_record_scatter(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index,
@@ -108,7 +108,9 @@ static int index_put_backward(em_node *node, const em_tensor *g, em_tensor **gi)
     gs = em_index_select(g, dim, idx);
     if (kind == 0 && alpha != 1) gs = muls(gs, alpha);
   }
-  return put(node, gi, 0, gx) || (kind != 2 && put(node, gi, 1, gs));
+  int rc = put(node, gi, 0, gx);
+  if (kind != 2 && put(node, gi, 1, gs) != 0) rc = -1; /* fill has no gs */
+  return rc;
 }
 
 int em_ag_record_index_put(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index,

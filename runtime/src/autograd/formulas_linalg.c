@@ -55,7 +55,7 @@ static int product_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     gb = unmatrix(alpha == 1 ? p : muls(p, alpha), kind_b);
   }
   em_release(gfull);
-  int rc = put(node, gi, 0, ga) || put(node, gi, 1, gb);
+  int rc = put2(node, gi, ga, gb);
   if (rc == 0 && node->n_inputs > 2 && needs(node, 2))
     rc = put(node, gi, 2, beta == 1 ? ref(g) : muls(ref(g), beta));
   return rc;

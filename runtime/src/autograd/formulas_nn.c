@@ -63,11 +63,9 @@ static int conv_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     if (needs(node, 1)) g1 = em_nn_conv(A, g, NULL, hw1, &a);
     break;
   }
-  int rc = put(node, gi, 0, g0);
-  rc = rc || put(node, gi, 1, g1);
-  if (kind != EM_CONV_W) rc = rc || put(node, gi, 2, g2);
-  else em_release(g2);
-  return rc ? -1 : 0;
+  if (kind != EM_CONV_W) return put3(node, gi, g0, g1, g2);
+  em_release(g2);
+  return put2(node, gi, g0, g1);
 }
 
 int em_ag_record_conv(int kind, em_tensor *out, const em_tensor *a, const em_tensor *b,
@@ -239,10 +237,7 @@ static int batch_norm_composed(em_node *node, const em_tensor *g, const em_tenso
   T g0 = needs(node, 0) ? composed_gx(g, w, ref(xhat), ref(is), nr, dims, training) : NULL;
   em_tensor *tmp[3] = {w, is, xhat};
   em_ag_release_all(3, tmp);
-  int rc = put(node, gi, 0, g0);
-  rc = rc || put(node, gi, 1, g1);
-  rc = rc || put(node, gi, 2, g2);
-  return rc ? -1 : 0;
+  return put3(node, gi, g0, g1, g2);
 }
 
 static int batch_norm_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
@@ -256,10 +251,7 @@ static int batch_norm_backward(em_node *node, const em_tensor *g, em_tensor **gi
   if (em_nn_batch_norm_backward(g, x, mean, invstd, w, training, needs(node, 0) ? &gx : NULL,
                                 needs(node, 1) ? &gw : NULL, needs(node, 2) ? &gb : NULL) != 0)
     return -1;
-  int rc = put(node, gi, 0, gx);
-  rc = rc || put(node, gi, 1, gw);
-  rc = rc || put(node, gi, 2, gb);
-  return rc ? -1 : 0;
+  return put3(node, gi, gx, gw, gb);
 }
 
 static em_node *norm_node(const char *name, em_backward_fn fn, const em_tensor *x,
@@ -316,10 +308,7 @@ static int group_norm_composed(em_node *node, const em_tensor *g, const em_tenso
   }
   em_tensor *tmp[5] = {x4, g4, w, is, xhat};
   em_ag_release_all(5, tmp);
-  int rc = put(node, gi, 0, g0);
-  rc = rc || put(node, gi, 1, g1);
-  rc = rc || put(node, gi, 2, g2);
-  return rc ? -1 : 0;
+  return put3(node, gi, g0, g1, g2);
 }
 
 static em_norm_geom unpack_norm(const em_node *node) {
@@ -339,10 +328,7 @@ static int group_norm_backward(em_node *node, const em_tensor *g, em_tensor **gi
   if (em_nn_group_norm_backward(g, x, mean, rstd, w, &geo, needs(node, 0) ? &gx : NULL,
                                 needs(node, 1) ? &gw : NULL, needs(node, 2) ? &gb : NULL) != 0)
     return -1;
-  int rc = put(node, gi, 0, gx);
-  rc = rc || put(node, gi, 1, gw);
-  rc = rc || put(node, gi, 2, gb);
-  return rc ? -1 : 0;
+  return put3(node, gi, gx, gw, gb);
 }
 
 int em_ag_record_group_norm(em_tensor *out, const em_tensor *x, const em_tensor *w,

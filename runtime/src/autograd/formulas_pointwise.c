@@ -139,7 +139,7 @@ static int binary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
       T logs = un(EM_LOG, ref(a));
       gb = where3(bsc(EM_EQ, ref(a), 0), scalar(0, g), mul(ref(g), mul(ref(y), logs)));
     }
-    return put(node, gi, 0, ga) || put(node, gi, 1, gb);
+    return put2(node, gi, ga, gb);
   }
   case EM_MAXIMUM: case EM_MINIMUM: {
     /* ties split the gradient, as in PyTorch */
@@ -150,14 +150,14 @@ static int binary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     T gb = where3(bin(wins, ref(b), ref(a)), ref(g),
                   where3(bin(EM_EQ, ref(a), ref(b)), ref(half), scalar(0, g)));
     em_release(half);
-    return put(node, gi, 0, ga) || put(node, gi, 1, gb);
+    return put2(node, gi, ga, gb);
   }
   case EM_ATAN2: {
     T denom = add(mul(ref(a), ref(a)), mul(ref(b), ref(b)));
     T ga = divt(mul(ref(g), ref(b)), ref(denom));
     T gb = neg(divt(mul(ref(g), ref(a)), ref(denom)));
     em_release(denom);
-    return put(node, gi, 0, ga) || put(node, gi, 1, gb);
+    return put2(node, gi, ga, gb);
   }
   case EM_FMOD:
     return put(node, gi, 0, ref(g)) ||
