@@ -71,26 +71,20 @@ describe('pinned memory (' .. V .. ')', function()
   end)
 
   it('counts pinned bytes as CPU memory while the tensor lives', function()
-    local x = ember.empty(1024, 1024)
-    -- collect until nothing more is freed: earlier specs leave garbage that a collection
-    -- triggered inside pin_memory would otherwise free in the middle of the measurement
-    local function settle()
-      local last
-      for _ = 1, 8 do
-        ember.memory.collect()
-        local now = ember.memory.stats('cpu').allocated
-        if now == last then return now end
-        last = now
-      end
-      return last
-    end
-    local before = settle()
-    local p = x:pin_memory(V) -- 4 MiB, pinned
+    -- through the C calls alone, so that no Lua collection frees anything in between
+    local C = require('ember.core').C
+    local ffi = require 'ffi'
+    local sizes = ffi.new('int64_t[2]', 1024, 1024)
+    local id = ember.device(V).id
+    local before = ember.memory.stats('cpu').allocated
+    local t = C.em_empty_pinned(2, sizes, C.EM_FLOAT32, id)
+    assert.is_true(t ~= nil)
     local during = ember.memory.stats('cpu').allocated
-    assert.is_true(during - before >= 4 * 2 ^ 20, ('%d -> %d'):format(before, during))
-    p = nil
-    local after = settle()
-    assert.is_true(during - after >= 4 * 2 ^ 20, ('%d -> %d'):format(during, after))
+    assert.are.equal(id, C.em_pinned_device(t))
+    C.em_release(t)
+    local after = ember.memory.stats('cpu').allocated
+    assert.are.equal(4 * 2 ^ 20, during - before)
+    assert.are.equal(4 * 2 ^ 20, during - after)
     ember.memory.empty_cache(V)
   end)
 
