@@ -41,5 +41,6 @@ return O.class('Adagrad', {
   order = { 'lr', 'lr_decay', 'weight_decay', 'initial_accumulator_value', 'eps', 'maximize' },
   validate = validate,
   init_state = init_state,
+  prepare = function(group, p, state) if state.sum == nil then init_state(group, p, state) end end,
   update = update,
 })

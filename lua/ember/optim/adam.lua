@@ -44,6 +44,17 @@ local function fused_step(group, p, g, state, decoupled)
     vmax and vmax.ptr or nil, opts))
 end
 
+-- The state a first step needs, made before any parameter changes (optimizer.lua).
+local function prepare(group, p, state)
+  if state.exp_avg == nil then -- both or neither, also when the second allocation fails
+    local m, v = creation.zeros_like(p), creation.zeros_like(p)
+    state.step, state.exp_avg, state.exp_avg_sq = 0, m, v
+  end
+  if group.amsgrad and state.max_exp_avg_sq == nil then
+    state.max_exp_avg_sq = creation.zeros_like(p)
+  end
+end
+
 -- decoupled: AdamW's weight decay on the parameter rather than on the gradient.
 local function make_update(decoupled)
   return function(group, p, g, state)
@@ -95,6 +106,7 @@ return {
       amsgrad = false, maximize = false },
     order = order,
     validate = validate,
+    prepare = prepare,
     update = make_update(false),
   }),
   AdamW = O.class('AdamW', {
@@ -102,6 +114,7 @@ return {
       amsgrad = false, maximize = false },
     order = order,
     validate = validate,
+    prepare = prepare,
     update = make_update(true),
   }),
 }

@@ -213,7 +213,24 @@ function Optimizer:zero_grad(set_to_none)
 end
 
 local function run_updates(self)
-  local update, state = self.spec.update, self.state
+  local update, prepare, state = self.spec.update, self.spec.prepare, self.state
+  -- First every parameter's state (prepare allocates what the first update needs), then the
+  -- updates: a step that runs out of memory then fails before it changes any parameter,
+  -- rather than with some parameters updated and the rest not (a retried step would update
+  -- those twice).
+  if prepare then
+    for _, group in ipairs(self.param_groups) do
+      for _, p in ipairs(group.params) do
+        local g = C.em_grad(p.ptr)
+        if g ~= nil then
+          C.em_release(g)
+          local st = state[p]
+          if st == nil then st = {}; state[p] = st end
+          prepare(group, p, st)
+        end
+      end
+    end
+  end
   for _, group in ipairs(self.param_groups) do
     local params = group.params
     for i = 1, #params do
@@ -278,7 +295,12 @@ function Optimizer:state_dict()
       local st = self.state[p]
       if st ~= nil and next(st) ~= nil then
         local s = {}
-        for k, v in pairs(st) do s[k] = v end
+        -- keys starting with '_' are the step's bookkeeping, not state to save; a momentum
+        -- buffer made for a first step that never ran (_fresh, sgd.lua) holds nothing yet
+        for k, v in pairs(st) do
+          local private = type(k) == 'string' and k:sub(1, 1) == '_'
+          if not private and not (st._fresh and k == 'momentum_buffer') then s[k] = v end
+        end
         state[index] = s
       end
     end

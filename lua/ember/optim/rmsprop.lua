@@ -18,19 +18,24 @@ local function validate(fn, o)
   O.check_boolean(fn, 'maximize', o.maximize)
 end
 
-local function update(group, p, g, state)
-  local lr, alpha, eps, wd, momentum = group.lr, group.alpha, group.eps, group.weight_decay,
-    group.momentum
-  local s = state.square_avg
-  if s == nil then
+-- The state an update needs, made before any parameter changes (optimizer.lua) and again
+-- here for direct calls.
+local function prepare(group, p, state)
+  if state.square_avg == nil then
     state.step = 0
-    s = creation.zeros_like(p)
-    state.square_avg = s
+    state.square_avg = creation.zeros_like(p)
   end
-  if momentum > 0 and state.momentum_buffer == nil then
+  if group.momentum > 0 and state.momentum_buffer == nil then
     state.momentum_buffer = creation.zeros_like(p)
   end
   if group.centered and state.grad_avg == nil then state.grad_avg = creation.zeros_like(p) end
+end
+
+local function update(group, p, g, state)
+  local lr, alpha, eps, wd, momentum = group.lr, group.alpha, group.eps, group.weight_decay,
+    group.momentum
+  prepare(group, p, state)
+  local s = state.square_avg
   state.step = state.step + 1
   if group.maximize then g = -g end
   if wd ~= 0 then g = g:add(p, wd) end
@@ -58,5 +63,6 @@ return O.class('RMSprop', {
     centered = false, maximize = false },
   order = { 'lr', 'alpha', 'eps', 'weight_decay', 'momentum', 'centered', 'maximize' },
   validate = validate,
+  prepare = prepare,
   update = update,
 })

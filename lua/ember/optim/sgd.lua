@@ -32,6 +32,7 @@ local function fused_step(group, p, g, state)
   if momentum ~= 0 then
     buf = state.momentum_buffer
     if buf == nil then buf, first = creation.empty_like(p), 1 end
+    if state._fresh then first = 1 end -- made by prepare, not yet written
   end
   opts.lr, opts.momentum, opts.dampening = group.lr, momentum, group.dampening
   opts.weight_decay = group.weight_decay
@@ -40,8 +41,16 @@ local function fused_step(group, p, g, state)
   if not O.fused_call(p, C.em_sgd_step_(p.ptr, g.ptr, buf and buf.ptr or nil, opts)) then
     return false
   end
-  if first == 1 then state.momentum_buffer = buf end
+  if first == 1 then state.momentum_buffer, state._fresh = buf, nil end
   return true
+end
+
+-- The momentum buffer a first step needs, made before any parameter changes (optimizer.lua);
+-- _fresh: the first step fills it with the gradient (PyTorch's buf = grad), as when absent.
+local function prepare(group, p, state)
+  if group.momentum ~= 0 and state.momentum_buffer == nil then
+    state.momentum_buffer, state._fresh = creation.empty_like(p), true
+  end
 end
 
 local function update(group, p, g, state)
@@ -54,6 +63,9 @@ local function update(group, p, g, state)
     if buf == nil then
       buf = g:clone()
       state.momentum_buffer = buf
+    elseif state._fresh then
+      buf:copy_(g)
+      state._fresh = nil
     else
       buf:mul_(momentum):add_(g, 1 - group.dampening)
     end
@@ -67,5 +79,6 @@ return O.class('SGD', {
     maximize = false },
   order = { 'lr', 'momentum', 'dampening', 'weight_decay', 'nesterov', 'maximize' },
   validate = validate,
+  prepare = prepare,
   update = update,
 })
