@@ -288,4 +288,40 @@ function H.read_file(path)
   return s
 end
 
+-- The bytes live tensors hold on `device` (default 'cpu') once collections free nothing more:
+-- one collection can leave tensors that earlier specs dropped (their handles go in a later
+-- sweep), which would then be freed in the middle of a measurement.
+function H.settled_allocated(device)
+  local last
+  for _ = 1, 10 do
+    H.ember.memory.collect()
+    local now = H.ember.memory.stats(device or 'cpu').allocated
+    if now == last then return now end
+    last = now
+  end
+  return last
+end
+
+-- Runs Lua code in a fresh `luajit` process (Ember's library from $EMBER_LIB, the CPU as the
+-- default device) and returns its stdout, its stderr and its exit status: for measurements
+-- that earlier specs' leftovers in this process would disturb.
+function H.child(code)
+  local script, errf = os.tmpname(), os.tmpname()
+  local f = assert(io.open(script, 'w'))
+  f:write('package.path = "lua/?.lua;lua/?/init.lua;" .. package.path\n', code)
+  f:close()
+  local lib = os.getenv('EMBER_LIB') or 'build/libember.so'
+  local p = io.popen(('env -u EMBER_DEVICE EMBER_LIB=%q luajit %q 2> %q; echo "rc=$?"')
+    :format(lib, script, errf))
+  local out = p:read('*a')
+  p:close()
+  local ef = io.open(errf)
+  local err = ef:read('*a')
+  ef:close()
+  os.remove(script)
+  os.remove(errf)
+  local rc = tonumber(out:match('rc=(%d+)\n$'))
+  return (out:gsub('rc=%d+\n$', '')), err, rc
+end
+
 return H

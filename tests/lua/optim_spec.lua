@@ -860,14 +860,7 @@ describe('a step that runs out of memory', function()
         want[i] = ps[i]:detach():clone()
       end
       local opt = make(ps)
-      local last -- collected until nothing more is freed (the earlier rounds' tensors)
-      for _ = 1, 8 do
-        ember.memory.collect()
-        local now = ember.memory.stats('cpu').allocated
-        if now == last then break end
-        last = now
-      end
-      ember.memory.set_limit('cpu', last + 3 * 2 ^ 20)
+      ember.memory.set_limit('cpu', H.settled_allocated() + 3 * 2 ^ 20)
       local ok, err = pcall(function() opt:step() end)
       assert.is_false(ok)
       assert.truthy(tostring(err):find('out of memory on cpu', 1, true), err)
