@@ -10,24 +10,7 @@ local ember = H.ember
 local lib = os.getenv('EMBER_LIB') or 'build/libember.so'
 
 -- Runs Lua code in a fresh process with extra environment; returns stdout, stderr, status.
-local function child(env, code)
-  local script = os.tmpname()
-  local f = assert(io.open(script, 'w'))
-  f:write('package.path = "lua/?.lua;lua/?/init.lua;" .. package.path\n', code)
-  f:close()
-  local errf = os.tmpname()
-  local p = io.popen(('env -u EMBER_DEVICE -u EMBER_STRICT_DEVICE EMBER_LIB=%q %s luajit %q 2> %q; echo "rc=$?"')
-    :format(lib, env, script, errf))
-  local out = p:read('*a')
-  p:close()
-  local ef = io.open(errf)
-  local err = ef:read('*a')
-  ef:close()
-  os.remove(script)
-  os.remove(errf)
-  local rc = tonumber(out:match('rc=(%d+)\n$'))
-  return (out:gsub('rc=%d+\n$', '')), err, rc
-end
+local function child(env, code) return H.child(code, env) end
 
 local function count(s, pattern)
   local n = 0

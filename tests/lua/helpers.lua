@@ -302,17 +302,18 @@ function H.settled_allocated(device)
   return last
 end
 
--- Runs Lua code in a fresh `luajit` process (Ember's library from $EMBER_LIB, the CPU as the
--- default device) and returns its stdout, its stderr and its exit status: for measurements
--- that earlier specs' leftovers in this process would disturb.
-function H.child(code)
+-- Runs Lua code in a fresh `luajit` process and returns its stdout, its stderr and its exit
+-- status: for measurements that earlier specs' leftovers in this process would disturb, and
+-- for start-up behaviour. `env` ("NAME=value ...") is added to an environment with Ember's
+-- library from $EMBER_LIB and without EMBER_DEVICE or EMBER_STRICT_DEVICE.
+function H.child(code, env)
   local script, errf = os.tmpname(), os.tmpname()
   local f = assert(io.open(script, 'w'))
-  f:write('package.path = "lua/?.lua;lua/?/init.lua;" .. package.path\n', code)
+  f:write('package.path = "lua/?.lua;lua/?/init.lua;tests/lua/?.lua;" .. package.path\n', code)
   f:close()
   local lib = os.getenv('EMBER_LIB') or 'build/libember.so'
-  local p = io.popen(('env -u EMBER_DEVICE EMBER_LIB=%q luajit %q 2> %q; echo "rc=$?"')
-    :format(lib, script, errf))
+  local p = io.popen(('env -u EMBER_DEVICE -u EMBER_STRICT_DEVICE EMBER_LIB=%q %s luajit %q 2> %q; echo "rc=$?"')
+    :format(lib, env or '', script, errf))
   local out = p:read('*a')
   p:close()
   local ef = io.open(errf)

@@ -562,26 +562,7 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
   end)
 
   -- ---- child processes -----------------------------------------------------------------------
-  local function child(env, code)
-    local lib = os.getenv('EMBER_LIB') or 'build/libember.so'
-    local script = os.tmpname()
-    local f = assert(io.open(script, 'w'))
-    f:write('package.path = "lua/?.lua;lua/?/init.lua;tests/lua/?.lua;" .. package.path\n')
-    f:write(code)
-    f:close()
-    local errf = os.tmpname()
-    local cmd = ('env EMBER_LIB=%q %s luajit %q 2> %q; echo "rc=$?"'):format(lib, env, script, errf)
-    local p = io.popen(cmd, 'r')
-    local out = p:read('*a')
-    p:close()
-    local ef = io.open(errf, 'r')
-    local err = ef:read('*a')
-    ef:close()
-    os.remove(script)
-    os.remove(errf)
-    local rc = tonumber(out:match('rc=(%d+)\n$'))
-    return out:gsub('rc=%d+\n$', ''), err, rc
-  end
+  local function child(env, code) return H.child(code, env) end
 
   local check_ops = ([[
     local ember = require 'ember'
