@@ -11,6 +11,7 @@ local options = {
   { 'batch_size', 64, 'samples per training batch' },
   { 'lr', 1e-3, 'learning rate' },
   { 'optimizer', 'adam', 'sgd (momentum 0.9), adam or adamw' },
+  { 'precision', 'fp32', 'fp32, bf16 (autocast) or fp16 (autocast and loss scaling)' },
   { 'device', os.getenv('EMBER_DEVICE') or 'auto', 'auto, cpu or vulkan[:N]' },
   { 'threads', 0, 'CPU threads (0: all cores)' },
   { 'seed', 1, 'random seed (weights, dropout, data order)' },
@@ -24,6 +25,7 @@ local options = {
 local opts, help = cli.parse(arg, options, 'usage: ember examples/fashion_mnist.lua [options] [key=value ...]')
 if not opts then print(help) return end
 
+opts.precision = require('ember.precision').check(opts.precision, '--precision', 0)
 if opts.epochs == 0 then opts.epochs = opts.model == 'mlp' and 20 or 6 end
 if opts.threads > 0 then ember.set_num_threads(opts.threads) end
 local device = opts.device
@@ -52,6 +54,8 @@ if opts.model ~= 'cnn' and opts.model ~= 'mlp' then
   error("--model must be cnn or mlp, got '" .. tostring(opts.model) .. "'", 0)
 end
 local model = require('ember.models').build(opts.model):to(device)
+-- Mixed precision (ember.precision): parameters stay float32; the forward runs under autocast.
+local precision = require('ember.precision').new(opts.precision, device)
 local criterion = nn.CrossEntropyLoss()
 local params = model:parameters()
 local optimizer
@@ -69,13 +73,14 @@ if opts.resume then
   model:load_state_dict(ckpt.model)
   optimizer:load_state_dict(ckpt.optimizer)
   ember.set_rng_state(ckpt.rng)
+  precision:load_state_dict(ckpt.scaler)
   first_epoch = ckpt.epoch + 1
   print(('resumed from %s after epoch %d'):format(opts.resume, ckpt.epoch))
 end
 
-print(('Fashion-MNIST: %d training and %d test images; model %s on %s, %d threads'):format(
+print(('Fashion-MNIST: %d training and %d test images; model %s on %s, %s, %d threads'):format(
   train_x:size(1), test_x:size(1), opts.model, ember.get_default_device and tostring(device) or device,
-  ember.get_num_threads()))
+  precision.name, ember.get_num_threads()))
 print(model)
 
 -- ---- training -------------------------------------------------------------------------------
@@ -87,7 +92,7 @@ local function evaluate()
     for start = 1, n, bs do
       local len = math.min(bs, n - start + 1)
       local x = test_x:narrow(1, start, len):to(device)
-      local pred = model(x):argmax(2)
+      local pred = precision:forward(model, x):argmax(2)
       correct = correct + pred:eq(test_y:narrow(1, start, len):to(device)):sum():item()
     end
   end)
@@ -105,9 +110,8 @@ for epoch = first_epoch, opts.epochs do
   for x, y in loader:iter() do
     x, y = x:to(device), y:to(device)
     optimizer:zero_grad()
-    local loss = criterion(model(x), y)
-    loss:backward()
-    optimizer:step()
+    local loss = precision:forward(function() return criterion(model(x), y) end)
+    precision:step(loss, optimizer)
     -- The losses add up on the device; reading one back waits for the device, so the bar
     -- shows it every 50 batches (a GPU runs ahead of the host meanwhile).
     loss_total = loss_total and loss_total + loss:detach() or loss:detach()
@@ -124,7 +128,8 @@ for epoch = first_epoch, opts.epochs do
     loss_sum / math.max(batches, 1), accuracy, seen / elapsed))
   if opts.checkpoint ~= '' then
     ember.save(opts.checkpoint, { model = model:state_dict(), optimizer = optimizer:state_dict(),
-      epoch = epoch, rng = ember.get_rng_state(), model_kind = opts.model })
+      epoch = epoch, rng = ember.get_rng_state(), model_kind = opts.model,
+      scaler = precision:state_dict() })
   end
 end
 

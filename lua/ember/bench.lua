@@ -9,6 +9,10 @@
 --   cpu        2 threads                    24.10        2656     1.00
 --   vulkan:0   NVIDIA H100 80GB HBM3         1.90       33684    12.68
 --
+-- --precision fp32,bf16,fp16 adds a row per device and precision (ember.precision: autocast
+-- with float32 parameters, plus loss scaling for fp16), e.g. `vulkan:0 bf16`; the ratio is
+-- always against the first row.
+--
 -- The timed loop synchronizes only at its end, as a training loop that reads its loss now
 -- and then does. Devices are `cpu` and every Vulkan GPU unless --devices names them (a
 -- CPU-type Vulkan driver such as lavapipe only when named).
@@ -22,6 +26,7 @@ local options = {
   { 'repeats', 5, 'timed runs of --steps steps per device; the median is reported' },
   { 'devices', '', 'comma-separated devices (default: cpu and every Vulkan GPU)' },
   { 'dtype', 'float32', 'parameter and input dtype' },
+  { 'precision', 'fp32', 'comma-separated: fp32, bf16 (autocast), fp16 (autocast + loss scaling)' },
   { 'seed', 1, 'random seed' },
 }
 
@@ -44,11 +49,12 @@ local function describe(ember, name)
 end
 
 -- Times `steps` training steps on one device; returns seconds per step.
-local function time_device(ember, opts, device)
+local function time_device(ember, opts, device, precision)
   local models = require 'ember.models'
   ember.manual_seed(opts.seed)
   local model = models.build(opts.model):to(device)
   if opts.dtype ~= 'float32' then model = model:to(opts.dtype) end
+  local recipe = require('ember.precision').new(precision, device)
   local shape = { opts.batch_size }
   for _, s in ipairs(models.input_shape[opts.model]) do shape[#shape + 1] = s end
   local x = ember.randn(shape, { dtype = opts.dtype }):to(device)
@@ -58,9 +64,8 @@ local function time_device(ember, opts, device)
   model:train()
   local function step()
     optimizer:zero_grad()
-    local loss = criterion(model(x), y)
-    loss:backward()
-    optimizer:step()
+    local loss = recipe:forward(function() return criterion(model(x), y) end)
+    recipe:step(loss, optimizer)
     return loss
   end
   for _ = 1, opts.warmup do step() end
@@ -91,6 +96,11 @@ function M.main(args)
   if require('ember.models').input_shape[opts.model] == nil then
     error("bench: --model must be cnn or mlp, got '" .. tostring(opts.model) .. "'", 0)
   end
+  local precisions = {}
+  for p in tostring(opts.precision):gmatch('[^,%s]+') do
+    precisions[#precisions + 1] = require('ember.precision').check(p, 'bench: --precision', 0)
+  end
+  if #precisions == 0 then error('bench: --precision: expected fp32, bf16 or fp16', 0) end
   local devices = {}
   if opts.devices ~= '' then
     for d in opts.devices:gmatch('[^,%s]+') do devices[#devices + 1] = ember.device(d).name end
@@ -99,19 +109,25 @@ function M.main(args)
   end
   print(('model %s, batch %d, median of %d runs of %d steps after %d warm-up (forward, cross entropy, backward, Adam step)')
     :format(opts.model, opts.batch_size, math.max(1, opts.repeats), opts.steps, opts.warmup))
-  print(('%-10s %-32s %10s %11s %8s'):format('device', 'description', 'step (ms)', 'samples/s', 'vs ' .. devices[1]))
+  local function label(device, precision)
+    return precision == 'fp32' and #precisions == 1 and device or device .. ' ' .. precision
+  end
+  print(('%-14s %-32s %10s %11s %8s'):format('device', 'description', 'step (ms)', 'samples/s',
+    'vs ' .. label(devices[1], precisions[1])))
   local base
   local results = {}
   for _, device in ipairs(devices) do
-    local ok, per_step = pcall(time_device, ember, opts, device)
-    local desc = describe(ember, device):sub(1, 32)
-    if ok then
-      base = base or per_step
-      results[#results + 1] = { device = device, step = per_step }
-      print(('%-10s %-32s %10.2f %11.0f %8.2f'):format(device, desc, per_step * 1e3,
-        opts.batch_size / per_step, base / per_step))
-    else
-      print(('%-10s %-32s failed: %s'):format(device, desc, tostring(per_step)))
+    for _, precision in ipairs(precisions) do
+      local ok, per_step = pcall(time_device, ember, opts, device, precision)
+      local desc = describe(ember, device):sub(1, 32)
+      if ok then
+        base = base or per_step
+        results[#results + 1] = { device = device, precision = precision, step = per_step }
+        print(('%-14s %-32s %10.2f %11.0f %8.2f'):format(label(device, precision), desc,
+          per_step * 1e3, opts.batch_size / per_step, base / per_step))
+      else
+        print(('%-14s %-32s failed: %s'):format(label(device, precision), desc, tostring(per_step)))
+      end
     end
   end
   return results

@@ -1,7 +1,9 @@
 """PyTorch reference for Ember's training benchmarks (Debian's python3-torch, CPU).
 
-usage: torch_train_ref.py MODEL BATCH THREADS
+usage: torch_train_ref.py MODEL BATCH THREADS [PRECISION]
   MODEL: mlp (784-256-10), cnn (the Fashion-MNIST benchmark network), tiny (Linear(10,10))
+  PRECISION: fp32 (default) or bf16 (the forward under torch.autocast('cpu', torch.bfloat16),
+  float32 parameters: PyTorch's CPU mixed-precision recipe)
 Prints "torch VERSION SAMPLES_PER_SECOND SECONDS_PER_STEP" (medians over repeats) for a
 training step: zero_grad, forward, cross-entropy loss, backward, SGD step.
 """
@@ -29,6 +31,9 @@ def build(kind):
 
 def main():
     kind, batch, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+    if precision not in ("fp32", "bf16"):
+        raise SystemExit("precision: expected fp32 or bf16, got " + precision)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model, shape = build(kind)
@@ -40,7 +45,8 @@ def main():
 
     def step():
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
 
