@@ -33,13 +33,18 @@ if want transfer; then step transfer; timeout 120 $E tests/gpu/transfer.lua vulk
 if want random; then step random; timeout 120 $E tests/gpu/random_bench.lua vulkan 2>&1 | tee "$OUT/random.txt"; fi
 if want training; then
   step training
-  for b in 64 256; do timeout 120 $E bench --model cnn --batch-size $b --steps 20 --repeats 5 --devices vulkan 2>&1 | tee -a "$OUT/training.txt"; done
-  timeout 120 python3 tests/gpu/torch_cnn.py 64 256 2>&1 | tee -a "$OUT/training.txt"
+  # PRECISIONS: the mixed-precision rows (ember bench --precision, torch_cnn.py autocast)
+  P=${PRECISIONS:-fp32,bf16,fp16}
+  for b in 64 256; do timeout 150 $E bench --model cnn --batch-size $b --steps 20 --repeats 5 --devices vulkan --precision $P 2>&1 | tee -a "$OUT/training.txt"; done
+  timeout 150 python3 tests/gpu/torch_cnn.py 64 256 --precision $P 2>&1 | tee -a "$OUT/training.txt"
 fi
 if want main-job; then
   step main-job
   # the GPU machine lacks Debian's dataset package: the data travels in .data/ (carried)
   DATA=/usr/share/datasets/fashion-mnist
   [ -d "$DATA" ] || DATA=.data/fashion-mnist
-  timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --checkpoint "" --data "$DATA" 2>&1 | grep -v '%' | tee "$OUT/main_job.txt"
+  # MAIN_PRECISIONS: one run of the main job per precision (accuracy within 0.5 points of fp32)
+  for p in ${MAIN_PRECISIONS:-fp32}; do
+    timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --precision $p --checkpoint "" --data "$DATA" 2>&1 | grep -v '%' | tee -a "$OUT/main_job.txt"
+  done
 fi
