@@ -118,12 +118,6 @@ uint16_t em_float_to_half(float f) {
   return (uint16_t)(sign | (absu >> 13));
 }
 
-uint16_t em_float_to_bf16(float f) {
-  union { uint32_t u; float f; } v = {.f = f};
-  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet nan */
-  uint32_t rounding = 0x7fff + ((v.u >> 16) & 1);
-  return (uint16_t)((v.u + rounding) >> 16);
-}
 
 double em_load_as_double(const void *p, em_dtype dtype) {
   switch (dtype) {

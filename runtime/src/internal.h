@@ -124,7 +124,13 @@ static inline float em_bf16_to_float(uint16_t b) {
   v.u = (uint32_t)b << 16;
   return v.f;
 }
-uint16_t em_float_to_bf16(float f);
+/* Inline: elementwise loops call it per element (a bfloat16 step spent 15% in the calls). */
+static inline uint16_t em_float_to_bf16(float f) {
+  union { uint32_t u; float f; } v = {.f = f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet nan */
+  uint32_t rounding = 0x7fff + ((v.u >> 16) & 1);
+  return (uint16_t)((v.u + rounding) >> 16);
+}
 /* Reads / writes one element as double, for slow generic paths and item(). */
 double em_load_as_double(const void *p, em_dtype dtype);
 void em_store_from_double(void *p, em_dtype dtype, double v);

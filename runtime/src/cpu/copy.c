@@ -3,6 +3,7 @@
  * (source, destination) dtype pair; a same-dtype copy moves bytes.
  */
 #include "cpu.h"
+#include "half_convert.h"
 
 /* ---- same-dtype copies ---- */
 #define COPY_SAME(NAME, T)                                                                    \
@@ -26,9 +27,22 @@ COPY_SAME(copy_8, uint64_t)
   X(EM_INT16, i16, int16_t) X(EM_INT32, i32, int32_t) X(EM_INT64, i64, int64_t)              \
   X(EM_BOOL, b8, uint8_t)
 
+/* float32 <-> float16/bfloat16 over contiguous runs: the bulk converters (half_convert.c),
+ * which casts under autocast use on every step. Other pairs and strided runs: the loop. */
+static bool cast_bulk(em_dtype dd, em_dtype sd, char **p, const int64_t *s, int64_t n) {
+  if (s[0] != (int64_t)em_dtypes[dd].size || s[1] != (int64_t)em_dtypes[sd].size) return false;
+  if (sd == EM_FLOAT32 && dd == EM_BFLOAT16) em_cvt_f32_to_bf16((uint16_t *)p[0], (const float *)p[1], n);
+  else if (sd == EM_FLOAT32 && dd == EM_FLOAT16) em_cvt_f32_to_f16((uint16_t *)p[0], (const float *)p[1], n);
+  else if (sd == EM_BFLOAT16 && dd == EM_FLOAT32) em_cvt_bf16_to_f32((float *)p[0], (const uint16_t *)p[1], n);
+  else if (sd == EM_FLOAT16 && dd == EM_FLOAT32) em_cvt_f16_to_f32((float *)p[0], (const uint16_t *)p[1], n);
+  else return false;
+  return true;
+}
+
 #define CAST_FN(DE, DN, DT, SE, SN, ST)                                                       \
   static void cast_##SN##_to_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {         \
     (void)ctx;                                                                                \
+    if ((DE == EM_FLOAT32 || SE == EM_FLOAT32) && cast_bulk(DE, SE, p, s, n)) return;         \
     for (int64_t i = 0; i < n; i++) em_st_##DN(p[0] + i * s[0], em_ld_##SN(p[1] + i * s[1])); \
   }
 #define CAST_FOR_DST(DE, DN, DT) EM_CPU_DTYPES_INNER(CAST_FN_SRC_##DN)

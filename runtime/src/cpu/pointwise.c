@@ -15,6 +15,7 @@
 #endif
 
 #include "pointwise.h"
+#include "half_convert.h"
 
 /* ---- streaming stores for large outputs ---- */
 
@@ -125,7 +126,10 @@ void em_pw_for_each(int n, const em_tensor *const *ts, em_cpu_loop loop, void *c
 enum { HALF_CHUNK = 256 };
 
 static void half_load(float *dst, const char *src, int64_t stride, int64_t m, em_dtype d) {
-  if (d == EM_FLOAT16) {
+  if (stride == 2) {
+    if (d == EM_FLOAT16) em_cvt_f16_to_f32(dst, (const uint16_t *)src, m);
+    else em_cvt_bf16_to_f32(dst, (const uint16_t *)src, m);
+  } else if (d == EM_FLOAT16) {
     for (int64_t j = 0; j < m; j++) dst[j] = em_half_to_float(*(const uint16_t *)(src + j * stride));
   } else {
     for (int64_t j = 0; j < m; j++) dst[j] = em_bf16_to_float(*(const uint16_t *)(src + j * stride));
@@ -133,7 +137,10 @@ static void half_load(float *dst, const char *src, int64_t stride, int64_t m, em
 }
 
 static void half_store(char *dst, int64_t stride, const float *src, int64_t m, em_dtype d) {
-  if (d == EM_FLOAT16) {
+  if (stride == 2) {
+    if (d == EM_FLOAT16) em_cvt_f32_to_f16((uint16_t *)dst, src, m);
+    else em_cvt_f32_to_bf16((uint16_t *)dst, src, m);
+  } else if (d == EM_FLOAT16) {
     for (int64_t j = 0; j < m; j++) *(uint16_t *)(dst + j * stride) = em_float_to_half(src[j]);
   } else {
     for (int64_t j = 0; j < m; j++) *(uint16_t *)(dst + j * stride) = em_float_to_bf16(src[j]);
