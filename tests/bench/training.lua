@@ -14,13 +14,13 @@ local function build(kind)
     { 1, 28, 28 }
 end
 
-local function torch_ref(kind, batch)
+local function torch_ref(kind, batch, precision)
   local best, per = nil, {}
   for _, threads in ipairs({ 1, 2 }) do
     local env = threads == 1 and 'OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1'
       or 'OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE'
-    local p = io.popen(('%s /usr/bin/python3 tests/bench/torch_train_ref.py %s %d %d 2>/dev/null')
-      :format(env, kind, batch, threads))
+    local p = io.popen(('%s /usr/bin/python3 tests/bench/torch_train_ref.py %s %d %d %s 2>/dev/null')
+      :format(env, kind, batch, threads, precision or 'fp32'))
     local out = p:read('*a')
     p:close()
     local rate = tonumber(out:match('torch %S+ (%S+)'))
@@ -31,9 +31,10 @@ local function torch_ref(kind, batch)
   return best, per
 end
 
-local function ember_rate(kind, batch)
+local function ember_rate(kind, batch, precision)
   ember.manual_seed(0)
   local model, shape = build(kind)
+  local recipe = require('ember.precision').new(precision or 'fp32', 'cpu')
   local opt = ember.optim.SGD(model:parameters(), { lr = 0.01 })
   local dims = { batch }
   for _, s in ipairs(shape) do dims[#dims + 1] = s end
@@ -42,9 +43,8 @@ local function ember_rate(kind, batch)
   local F = nn.functional
   local function step()
     opt:zero_grad()
-    local loss = F.cross_entropy(model(x), y)
-    loss:backward()
-    opt:step()
+    local loss = recipe:forward(function() return F.cross_entropy(model(x), y) end)
+    recipe:step(loss, opt)
   end
   local t0 = B.now()
   for _ = 1, 3 do step() end
@@ -72,5 +72,24 @@ for _, c in ipairs(cases) do
       B.row('%-22s %14s %14s', '', ('%.1f us/step'):format(step_s * 1e6),
         ('1t %.0f, 2t %.0f'):format(per[1], per[2]))
     end
+  end
+end
+
+-- Mixed precision on the CPU: bfloat16 autocast (float32 parameters) against Ember's float32
+-- step and against PyTorch's CPU bfloat16 autocast, each PyTorch at its best of 1 and 2 threads.
+print('\n== bfloat16 autocast training (samples/s)')
+B.row('%-22s %14s %14s %12s %14s %10s', 'model, batch', 'ember bf16', 'ember fp32', 'bf16/fp32',
+  'pytorch bf16', 'ratio')
+for _, c in ipairs({ { 'mlp', 64 }, { 'cnn', 64 } }) do
+  local kind, batch = c[1], c[2]
+  local ok, rate = pcall(ember_rate, kind, batch, 'bf16')
+  local ok32, rate32 = pcall(ember_rate, kind, batch, 'fp32')
+  if not (ok and ok32) then
+    B.row('%-22s %s', kind .. ', ' .. batch, 'failed: ' .. tostring(ok and rate32 or rate))
+  else
+    local ref = torch_ref(kind, batch, 'bf16')
+    B.row('%-22s %14.0f %14.0f %12s %14s %10s', ('%s, %d'):format(kind, batch), rate, rate32,
+      ('%.2fx'):format(rate / rate32), ref and ('%.0f'):format(ref) or 'n/a',
+      ref and ('%.2fx'):format(rate / ref) or '')
   end
 end
