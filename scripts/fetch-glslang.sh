@@ -87,8 +87,8 @@ step() {
   local what=$1; shift
   if ! "$@" >>"$log" 2>&1; then
     echo "$what failed" >"$failed"
-    tail -n 5 "$log" | sed 's/^/fetch-glslang:   /' >&2
-    fallback "$what failed"
+    cp "$log" "$root/fetch-glslang.log"
+    fallback "$what failed (log: $root/fetch-glslang.log)"
   fi
 }
 verify() {
@@ -114,7 +114,7 @@ apt=(apt-get -q -o Dir::Etc::SourceList="$work/etc/sources.list" -o Dir::Etc::So
      -o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
      -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null
      -o Acquire::Languages=none -o Acquire::Retries=2 -o Acquire::http::Timeout=30)
-step "apt-get update (trixie, private lists)" "${apt[@]}" update
+step "apt-get update (trixie, private lists)" "${apt[@]}" --error-on=any update
 step "apt-get source glslang=$GLSLANG_VERSION" \
   bash -c 'cd "$1/dl" && shift && "$@"' _ "$work" "${apt[@]}" source --download-only "glslang=$GLSLANG_VERSION"
 step "apt-get download libvulkan-dev=$VULKAN_VERSION" \
