@@ -132,8 +132,10 @@ step "cmake configure" cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=
 step "glslang build" cmake --build "$work/build" --target glslang-standalone -j "${JOBS:-$(nproc)}"
 step "glslang install" install -D -m 755 "$work/build/StandAlone/glslang" \
   "$work/prefix/bin/glslangValidator"
-step "dpkg -x libvulkan-dev" dpkg -x "$work/dl/libvulkan-dev_${VULKAN_VERSION}_amd64.deb" \
-  "$work/prefix/libvulkan-dev"
+# Of libvulkan-dev only its headers are kept (its share/ holds 14 MB of registry files).
+step "dpkg -x libvulkan-dev" dpkg -x "$work/dl/libvulkan-dev_${VULKAN_VERSION}_amd64.deb" "$work/vk"
+step "keeping the Vulkan headers" bash -c 'mkdir -p "$1/usr" && mv "$2/usr/include" "$1/usr/"' _ \
+  "$work/prefix/libvulkan-dev" "$work/vk"
 step "glslangValidator --version" "$work/prefix/bin/glslangValidator" --version
 cat >"$work/prefix/VERSIONS" <<EOF
 glslang $GLSLANG_VERSION (Debian trixie source package, built with ENABLE_OPT=OFF ENABLE_HLSL=OFF)
