@@ -78,6 +78,7 @@ mkdir -p "$root" 2>/dev/null && [ -w "$root" ] || fallback "cannot write $root"
 exec 9>"$root/.lock"
 flock 9
 [ -x "$prefix/bin/glslangValidator" ] && exit 0
+rm -rf "$root"/work.*     # left by a build that was killed (the lock says none is running)
 
 work=$(mktemp -d "$root/work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -100,7 +101,7 @@ verify() {
 }
 
 start=$SECONDS
-echo "fetch-glslang: building glslang ${GLSLANG_VERSION%%+*} from Debian trixie once (about a minute)," \
+echo "fetch-glslang: building glslang ${GLSLANG_VERSION%%+*} from Debian trixie once (1-2 minutes)," \
      "cached in $prefix"
 mkdir -p "$work/etc" "$work/lists/partial" "$work/cache/archives/partial" "$work/dl"
 printf 'deb [signed-by=%s] %s\ndeb-src [signed-by=%s] %s\n' \
