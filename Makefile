@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@JOBS=$(JOBS) bash scripts/install-deps.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -20,7 +20,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure
 
 bench:
-	@bash scripts/install-deps.sh --bench
+	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench
 	@$(MAKE) --no-print-directory build
 	BUILD=$(BUILD) bash tests/bench/run.sh
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian packages Ember needs that are missing, and stays quiet when all
 # are present. Called by `make run`, `make test` and `make bench`; safe to run repeatedly.
+# Then scripts/fetch-glslang.sh builds the newer shader compiler once into its cache (a no-op
+# when cached; on failure one warning line, and the build uses the system glslang).
 # Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch for reference timings)
 set -euo pipefail
+here=$(dirname "$0")
 
 packages=(
   cmake build-essential pkg-config
@@ -11,6 +14,7 @@ packages=(
   libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-validationlayers
   dataset-fashion-mnist
   tmux python3-numpy
+  python3 dpkg-dev debian-archive-keyring
 )
 if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch)
@@ -21,14 +25,16 @@ for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [ "$status" = "install ok installed" ] || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "install-deps: installing ${missing[*]}"
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO=sudo
-else
-  SUDO=
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO=sudo
+  else
+    SUDO=
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+bash "$here/fetch-glslang.sh"
