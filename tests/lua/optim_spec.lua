@@ -1075,6 +1075,26 @@ describe('16-bit parameters', function()
     end
   end
 
+  it("Torch7's optim.sgd / optim.adam on a 16-bit x follow the float32 run through a master", function()
+    for _, method in ipairs({ 'sgd', 'adam' }) do
+      local x16 = ember.tensor({ 1, -2, 0.5, 3 }, { dtype = 'float16' })
+      local x32 = x16:to('float32')
+      local config = { learningRate = 0.01, momentum = 0.9, weightDecay = 0.01 }
+      local s16, s32 = {}, {}
+      for _ = 1, 5 do
+        -- dfdx at the 16-bit values (rounded to float16); element 4's is 0 throughout
+        local g = (x16:to('float32') * ember.tensor({ 1, 1, 1, 0 })):half()
+        optim[method](function() return 0, g end, x16, config, s16)
+        optim[method](function() return 0, g:to('float32') end, x32, config, s32)
+      end
+      assert.are.same(flat(x32), flat(s16.master_param), method)
+      assert.are.same(flat(x32:half()), flat(x16), method)
+      for k, v in pairs(s16) do
+        if ember.is_tensor(v) then assert.are.equal('float32', v:dtype(), method .. ' ' .. k) end
+      end
+    end
+  end)
+
   it('a step that runs out of memory changes no 16-bit parameter; the retry is exact', function()
     local ps, want = {}, {}
     ember.manual_seed(9)

@@ -119,6 +119,7 @@ M.is16 = is16
 function M.state_dtype(p) return is16(p) and 'float32' or core.dtype_names[p.ptr.dtype_id] end
 
 local function version(p) return tonumber(C.em_storage_version(p.ptr)) end
+M.version = version
 
 -- The tensor the spec's functions update: p itself, or for a 16-bit p its float32 master copy,
 -- made on first need. A parameter written outside the optimizer since its last step (its
