@@ -1075,6 +1075,22 @@ describe('16-bit parameters', function()
     end
   end
 
+  it('parameters sharing one storage keep their masters (no false re-seeding)', function()
+    local flat16 = ember.tensor({ 1, 2, 3, 4, 5, 6 }, { dtype = 'float16' })
+    local a, b = flat16:narrow(1, 1, 3), flat16:narrow(1, 4, 3)
+    local a32, b32 = a:to('float32'):clone(), b:to('float32'):clone()
+    for _, p in ipairs({ a, b, a32, b32 }) do p.requires_grad = true end
+    local o16 = optim.SGD({ a, b }, { lr = 1e-4 })   -- updates under half a float16 ulp
+    local o32 = optim.SGD({ a32, b32 }, { lr = 1e-4 })
+    for _ = 1, 4 do
+      for _, p in ipairs({ a, b, a32, b32 }) do p.grad = ember.ones({ 3 }, { dtype = p:dtype() }) end
+      o16:step()
+      o32:step()
+    end
+    assert.are.same(flat(a32), flat(o16.state[a].master_param))
+    assert.are.same(flat(b32), flat(o16.state[b].master_param))
+  end)
+
   it("Torch7's optim.sgd / optim.adam on a 16-bit x follow the float32 run through a master", function()
     for _, method in ipairs({ 'sgd', 'adam' }) do
       local x16 = ember.tensor({ 1, -2, 0.5, 3 }, { dtype = 'float16' })

@@ -317,7 +317,9 @@ local function run_updates(self)
         if st == nil then st = {}; state[p] = st end
         g = core.own(g)
         if is16(p) then
-          local m = master_of(p, st)
+          -- made or re-seeded above: asking again would see the writes of parameters that
+          -- share p's storage and were updated earlier in this step
+          local m = st.master_param
           update(group, m, grad32(scratch, p, g), st)
           p:copy_(m) -- rounded to the nearest 16-bit value
           touched = touched or {}
