@@ -468,6 +468,16 @@ int em_sgd_step_(em_tensor *param, const em_tensor *grad, em_tensor *momentum_bu
 int em_adam_step_(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                   em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
 
+/* ---- mixed precision: loss-scaling support (ember.amp.GradScaler) ---------------------------
+ * Multiplies each of the n gradients by inv_scale in place (inv_scale rounded to float32, as
+ * PyTorch's scale tensor is) and sets found_inf, a float32 tensor of one element on their
+ * device, to 1 if any element read was inf or NaN; it is left unchanged otherwise, so one flag
+ * gathers several calls. One pass per gradient on the device, no host wait: the caller reads
+ * found_inf once. Gradients may have different floating dtypes and any strides (no expanded,
+ * stride-0 dimensions); zero-size ones are skipped. An inv_scale of exactly 1 only checks.
+ * PyTorch's torch._amp_foreach_non_finite_check_and_unscale_. */
+int em_amp_unscale_(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
+
 /* ---- devices: discovery, choice, start-up and synchronization (device.c, vulkan/) ---------
  * Device 0 is the CPU. Vulkan devices are discovered on first need (em_device_count,
  * em_device_info_get, or a name other than "cpu"), so CPU-only runs never load Vulkan, and a

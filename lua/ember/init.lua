@@ -33,6 +33,7 @@ ember.memory = require 'ember.memory'
 ember.autograd = require 'ember.autograd'
 ember.nn = require 'ember.nn'
 ember.optim = require 'ember.optim'
+ember.amp = require 'ember.amp'
 ember.progress = require 'ember.progress'
 ember.no_grad = ember.autograd.no_grad
 ember.enable_grad = ember.autograd.enable_grad

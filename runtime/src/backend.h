@@ -196,6 +196,13 @@ struct em_backend {
                   const em_sgd_options *o);
   int (*adam_step)(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                    em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
+
+  /* ---- mixed precision (ops/amp.c) ----
+   * Every grads[i] (n >= 1, each with elements; floating dtypes, possibly different; any
+   * strides without stride-0 dims) becomes grads[i] * inv_scale in place, inv_scale rounded
+   * to float32 first; found_inf (float32, one element, same device) is set to 1 when any
+   * element read was inf or NaN, and left as it was otherwise. */
+  int (*amp_unscale)(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
 };
 
 extern const em_backend em_cpu_backend;

@@ -26,6 +26,7 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(batch_norm_stats), SLOT(channel_affine), SLOT(batch_norm_backward), SLOT(group_norm),
     SLOT(group_norm_backward), SLOT(class_loss), SLOT(class_loss_backward),
     SLOT(sgd_step), SLOT(adam_step),
+    SLOT(amp_unscale),
 };
 
 #define NSLOTS ((int)(sizeof em_backend_slots / sizeof em_backend_slots[0]))

@@ -6,6 +6,7 @@ local H = require 'tests.lua.helpers'
 local R = require 'tests.lua.optim_ref'
 local ember = H.ember
 local optim = ember.optim
+local nn = ember.nn
 
 -- ---- the test problem -------------------------------------------------------------------------
 -- Parameters of several layouts: contiguous 2x3, a transposed (strided) 2x3 view, a 0-d scalar,
@@ -881,6 +882,262 @@ describe('a step that runs out of memory', function()
       end
       -- what a checkpoint saves after the failure and the retry matches the fresh optimizer's
       assert.are.equal(#opt:state_dict().state, 8)
+    end
+  end)
+end)
+
+-- ---- 16-bit parameters: float32 state and master copies -------------------------------------------
+-- A 16-bit parameter is optimized through a float32 master copy (state.master_param) with float32
+-- state: the master must follow exactly the float32 run of the same optimizer fed the same
+-- (16-bit) gradients, and the parameter must hold the master rounded to its dtype.
+
+describe('16-bit parameters', function()
+  local VKH = require 'vk_helpers'
+  local V = VKH.V
+
+  -- The same values as float32 leaves (the twin run) and as dtype leaves.
+  local function twins(dtype)
+    local ps16 = make_params(dtype)
+    local ps32 = {}
+    for i, p in ipairs(ps16) do
+      ps32[i] = p:detach():to('float32'):clone():requires_grad_()
+    end
+    return ps16, ps32
+  end
+
+  for _, fused in ipairs({ true, false }) do
+    local form = fused and '' or ' (composed ops)'
+    for _, dtype in ipairs({ 'float16', 'bfloat16' }) do
+      it(dtype .. ': every optimizer keeps float32 state and a master copy' .. form,
+        with_fused(fused, function()
+          for _, name in ipairs(NAMES) do
+            for ci, o in ipairs(CASES[name]) do
+              local what = ('%s case %d %s'):format(name, ci, dtype)
+              local ps16, ps32 = twins(dtype)
+              local o16, o32 = optim[name](ps16, o), optim[name](ps32, o)
+              for s = 1, 3 do
+                set_grads(ps16)
+                for i = 1, #ps16 - 1 do ps32[i].grad = ps16[i].grad:to('float32') end
+                o16:step()
+                o32:step()
+                for i = 1, #ps16 - 1 do
+                  local st = o16.state[ps16[i]]
+                  assert.are.equal('float32', st.master_param:dtype(), what)
+                  -- bit for bit: the same float32 arithmetic on the same numbers
+                  assert.are.same(flat(ps32[i]), flat(st.master_param), what .. ' step ' .. s .. ' param ' .. i)
+                  assert.are.same(flat(st.master_param:to(dtype)), flat(ps16[i]), what .. ' rounding')
+                  for k, v in pairs(st) do
+                    if ember.is_tensor(v) then assert.are.equal('float32', v:dtype(), what .. ' ' .. k) end
+                  end
+                end
+              end
+              -- never stepped: no master yet (Adagrad makes its state, master too, at construction)
+              local st5 = o16.state[ps16[5]]
+              if name ~= 'Adagrad' then assert.is_true(st5 == nil or st5.master_param == nil) end
+            end
+          end
+        end))
+    end
+  end
+
+  it('state_dict: master and state round-trip through a checkpoint; N steps = k + (N - k)', function()
+    for _, name in ipairs(NAMES) do
+      local o = CASES[name][2]
+      local N, k = 6, 3
+      local full = make_params('float16')
+      local opt = optim[name](full, o)
+      for _ = 1, N do set_grads(full); opt:step() end
+
+      local ps = make_params('float16')
+      local first = optim[name](ps, o)
+      for _ = 1, k do set_grads(ps); first:step() end
+      local sd = R.through_checkpoint(ember, first:state_dict())
+      assert.are.equal('float32', sd.state[1].master_param:dtype(), name)
+      local second = optim[name](ps, o)
+      second:load_state_dict(sd)
+      assert.are.equal('float32', second.state[ps[1]].master_param:dtype(), name)
+      for _ = k + 1, N do set_grads(ps); second:step() end
+      for i = 1, #ps - 1 do
+        assert.are.same(flat(opt.state[full[i]].master_param), flat(second.state[ps[i]].master_param),
+          name .. ' master ' .. i)
+        assert.are.same(flat(full[i]), flat(ps[i]), name .. ' param ' .. i)
+      end
+    end
+  end)
+
+  it('a state dict crosses dtypes: float32 state into float16 parameters and back', function()
+    local p32 = make_params('float32')
+    local a = optim.AdamW(p32, { lr = 0.1 })
+    set_grads(p32); a:step()
+    local p16 = make_params('float16')
+    local b = optim.AdamW(p16, { lr = 0.1 })
+    b:load_state_dict(a:state_dict())
+    local st = b.state[p16[1]]
+    assert.are.equal('float32', st.exp_avg:dtype())
+    assert.is_nil(st.master_param) -- made from the parameter at the next step
+    set_grads(p16); b:step()
+    assert.are.equal('float32', b.state[p16[1]].master_param:dtype())
+    -- and a 16-bit optimizer's state into float32 parameters: master_param is dropped
+    local c = optim.AdamW(make_params('float32'), { lr = 0.1 })
+    c:load_state_dict(b:state_dict())
+    local cs = c.state[c.param_groups[1].params[1]]
+    assert.is_nil(cs.master_param)
+    assert.are.equal('float32', cs.exp_avg:dtype())
+  end)
+
+  it('a parameter written outside the optimizer re-seeds its master copy', function()
+    local ps = make_params('float16')
+    local opt = optim.SGD(ps, { lr = 0.1 })
+    set_grads(ps); opt:step()
+    ember.no_grad(function() ps[1]:fill_(0.5) end)
+    set_grads(ps); opt:step()
+    -- master = 0.5 - lr * grad at 0.5 (grad rounded to float16), not the stale master's update
+    local c, d = coefficients(1, 6)
+    local m = flat(opt.state[ps[1]].master_param)
+    for k = 1, 6 do
+      local g = flat(ember.tensor(c[k] * 0.5 + d[k]):half())[1]
+      assert.is_true(math.abs(m[k] - (0.5 - 0.1 * g)) < 1e-6, ('element %d: %g'):format(k, m[k]))
+    end
+  end)
+
+  -- The regression. In 16 bits Adam's state fails: eps = 1e-8 rounds to 0 in float16 (its
+  -- smallest subnormal is 6e-8), so an element whose gradient is 0 (a dead ReLU unit) gets
+  -- 0 / 0 = NaN from the composed update; squared gradients below 6e-8 flush to 0; updates
+  -- under half an ulp of the parameter round away. The optimizer kept 16-bit state before,
+  -- and a float16 ReLU MLP went to NaN at its second AdamW step.
+  local function mlp(dtype, device)
+    ember.manual_seed(3)
+    local model = nn.Sequential():add(nn.Linear(8, 32)):add(nn.ReLU()):add(nn.Linear(32, 1))
+    model:to{ dtype = dtype, device = device }
+    ember.manual_seed(4)
+    local x = ember.randn(64, 8):to{ dtype = dtype, device = device }
+    local y = ember.randn(64, 1):to{ dtype = dtype, device = device }
+    return model, function() return nn.functional.mse_loss(model:forward(x), y) end
+  end
+
+  it('why: Adam in float16 state turns a zero gradient into NaN', function()
+    assert.are.equal(0, ember.tensor(1e-8, { dtype = 'float16' }):item())
+    -- the composed update of adam.lua, on float16 state as the optimizer used to keep it
+    local p = ember.tensor({ 1, 1 }, { dtype = 'float16' })
+    local g = ember.tensor({ 0, 1e-3 }, { dtype = 'float16' })
+    local m, v = ember.zeros_like(p), ember.zeros_like(p)
+    m:mul_(0.9):add_(g, 0.1)
+    v:mul_(0.999):addcmul_(g, g, 0.001)
+    local denom = v:sqrt():div_(math.sqrt(0.001)):add_(1e-8)
+    p:addcdiv_(m, denom, -1e-3 / 0.1)
+    local got = flat(p)
+    assert.is_true(got[1] ~= got[1], 'zero gradient: NaN')      -- 0 / 0
+    assert.is_true(got[2] == -math.huge, 'small gradient: -inf') -- v flushed to 0: m / 0
+    -- the optimizer now: a finite step of about lr on both (Adam's first step is lr * sign)
+    local q = ember.tensor({ 1, 1 }, { dtype = 'float16' }):requires_grad_()
+    q.grad = g
+    with_fused(false, function() optim.AdamW(q, { lr = 1e-3, weight_decay = 0 }):step() end)()
+    assert.are.same({ 1, flat(ember.tensor(1 - 1e-3):half())[1] }, flat(q))
+  end)
+
+  local function train(dtype, device, steps, fused)
+    local model, loss_fn = mlp(dtype, device)
+    local opt = optim.AdamW(model:parameters(), { lr = 1e-2 })
+    local losses = {}
+    with_fused(fused, function()
+      for i = 1, steps do
+        opt:zero_grad()
+        local loss = loss_fn()
+        loss:backward()
+        opt:step()
+        losses[i] = loss:item()
+      end
+    end)()
+    return losses
+  end
+
+  local devs = { 'cpu' }
+  if V then devs[2] = V end
+  for _, dev in ipairs(devs) do
+    for _, fused in ipairs({ true, false }) do
+      it(('%s: float16 and bfloat16 AdamW over 100 steps stay finite and track float32%s'):format(dev,
+        fused and '' or ' (composed ops)'), function()
+        local steps = 100
+        local ref = train('float32', dev, steps, fused)
+        for _, dtype in ipairs({ 'float16', 'bfloat16' }) do
+          local got = train(dtype, dev, steps, fused)
+          for i = 1, steps do
+            assert.is_true(got[i] == got[i] and math.abs(got[i]) < math.huge, dtype .. ' finite at ' .. i)
+          end
+          -- the forward pass itself runs in 16 bits: the losses agree to its precision
+          local tol = dtype == 'float16' and 0.02 or 0.1
+          for _, i in ipairs({ 10, 30, 60, 100 }) do
+            assert.is_true(math.abs(got[i] - ref[i]) <= tol * ref[i] + 1e-3,
+              ('%s step %d: %g against float32 %g'):format(dtype, i, got[i], ref[i]))
+          end
+        end
+      end)
+    end
+  end
+
+  it('parameters sharing one storage keep their masters (no false re-seeding)', function()
+    local flat16 = ember.tensor({ 1, 2, 3, 4, 5, 6 }, { dtype = 'float16' })
+    local a, b = flat16:narrow(1, 1, 3), flat16:narrow(1, 4, 3)
+    local a32, b32 = a:to('float32'):clone(), b:to('float32'):clone()
+    for _, p in ipairs({ a, b, a32, b32 }) do p.requires_grad = true end
+    local o16 = optim.SGD({ a, b }, { lr = 1e-4 })   -- updates under half a float16 ulp
+    local o32 = optim.SGD({ a32, b32 }, { lr = 1e-4 })
+    for _ = 1, 4 do
+      for _, p in ipairs({ a, b, a32, b32 }) do p.grad = ember.ones({ 3 }, { dtype = p:dtype() }) end
+      o16:step()
+      o32:step()
+    end
+    assert.are.same(flat(a32), flat(o16.state[a].master_param))
+    assert.are.same(flat(b32), flat(o16.state[b].master_param))
+  end)
+
+  it("Torch7's optim.sgd / optim.adam on a 16-bit x follow the float32 run through a master", function()
+    for _, method in ipairs({ 'sgd', 'adam' }) do
+      local x16 = ember.tensor({ 1, -2, 0.5, 3 }, { dtype = 'float16' })
+      local x32 = x16:to('float32')
+      local config = { learningRate = 0.01, momentum = 0.9, weightDecay = 0.01 }
+      local s16, s32 = {}, {}
+      for _ = 1, 5 do
+        -- dfdx at the 16-bit values (rounded to float16); element 4's is 0 throughout
+        local g = (x16:to('float32') * ember.tensor({ 1, 1, 1, 0 })):half()
+        optim[method](function() return 0, g end, x16, config, s16)
+        optim[method](function() return 0, g:to('float32') end, x32, config, s32)
+      end
+      assert.are.same(flat(x32), flat(s16.master_param), method)
+      assert.are.same(flat(x32:half()), flat(x16), method)
+      for k, v in pairs(s16) do
+        if ember.is_tensor(v) then assert.are.equal('float32', v:dtype(), method .. ' ' .. k) end
+      end
+    end
+  end)
+
+  it('a step that runs out of memory changes no 16-bit parameter; the retry is exact', function()
+    local ps, want = {}, {}
+    ember.manual_seed(9)
+    for i = 1, 8 do
+      ps[i] = ember.randn(512, 512):half():requires_grad_()
+      ps[i].grad = ember.randn(512, 512):half()
+      want[i] = ps[i]:detach():clone()
+    end
+    local opt = optim.AdamW(ps, { lr = 0.1 })
+    -- each parameter needs 3 MiB of float32 (master, exp_avg, exp_avg_sq)
+    ember.memory.set_limit('cpu', H.settled_allocated() + 8 * 2 ^ 20)
+    local ok, err = pcall(function() opt:step() end)
+    ember.memory.set_limit('cpu', 0)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('out of memory on cpu', 1, true), err)
+    for i = 1, 8 do
+      assert.are.equal(0, (ps[i]:detach() - want[i]):abs():max():item(), 'parameter ' .. i)
+    end
+    opt:step()
+    local qs = {}
+    for i = 1, 8 do
+      qs[i] = want[i]:clone():requires_grad_()
+      qs[i].grad = ps[i].grad:clone()
+    end
+    optim.AdamW(qs, { lr = 0.1 }):step()
+    for i = 1, 8 do
+      assert.are.equal(0, (ps[i]:detach() - qs[i]:detach()):abs():max():item(), 'retried ' .. i)
     end
   end)
 end)

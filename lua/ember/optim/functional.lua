@@ -12,6 +12,7 @@
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local creation = require 'ember.creation'
+local O = require 'ember.optim.optimizer'
 local C = core.C
 local is_tensor = tensor.is_tensor
 
@@ -48,10 +49,18 @@ local function config_number(fn, config, name, default)
   return v
 end
 
--- Runs f with grad mode off (x may be a leaf that requires grad) and restores it.
-local function no_grad(f, ...)
+-- Runs update(x, dfdx) with grad mode off (x may be a leaf that requires grad) and restores
+-- it. A 16-bit x is updated through a float32 master copy in state (master_param, as the
+-- optimizers keep it: optimizer.lua), so its state buffers are float32 too.
+local function no_grad(update, x, dfdx, state)
   local prev = C.em_set_grad_enabled(0)
-  local ok, err = pcall(f, ...)
+  local ok, err = pcall(function()
+    if not O.is16(x) then return update(x, dfdx) end
+    local m = O.master_of(x, state)
+    update(m, dfdx:to('float32'))
+    x:copy_(m)
+    state._version = O.version(x)
+  end)
   C.em_set_grad_enabled(prev)
   if not ok then error(err, 0) end
 end
@@ -75,7 +84,7 @@ function M.sgd(feval, x, config, state)
   end
   state.evalCounter = state.evalCounter or 0
   local fx, dfdx = evaluate(fn, feval, x)
-  no_grad(function()
+  no_grad(function(x, dfdx)
     if wd ~= 0 then
       dfdx = dfdx:add(x, wd)
     elseif wds then
@@ -95,7 +104,7 @@ function M.sgd(feval, x, config, state)
     else
       x:add_(dfdx, -clr)
     end
-  end)
+  end, x, dfdx, state)
   state.evalCounter = state.evalCounter + 1
   return x, { fx }
 end
@@ -113,7 +122,7 @@ function M.adam(feval, x, config, state)
   local eps = config_number(fn, config, 'epsilon', 1e-8)
   local wd = config_number(fn, config, 'weightDecay', 0)
   local fx, dfdx = evaluate(fn, feval, x)
-  no_grad(function()
+  no_grad(function(x, dfdx)
     if wd ~= 0 then dfdx = dfdx:add(x, wd) end
     state.t = state.t or 0
     state.m = state.m or creation.zeros_like(x)
@@ -127,7 +136,7 @@ function M.adam(feval, x, config, state)
     local bias_correction2 = 1 - beta2 ^ state.t
     local step_size = clr * math.sqrt(bias_correction2) / bias_correction1
     x:addcdiv_(state.m, denom, -step_size)
-  end)
+  end, x, dfdx, state)
   return x, { fx }
 end
 

@@ -9,9 +9,16 @@
 --   validate  = function(fn, group): raises on bad hyperparameters
 --   init_state = function(group, p, state) (optional): fills a fresh state table
 --   update    = function(group, p, grad, state): one parameter's update, grad mode off
+--
+-- 16-bit parameters (float16, bfloat16) are optimized through a float32 master copy kept in
+-- their state (master_param): the spec's functions see the master and a float32 gradient, so
+-- every state tensor they make is float32 too, and after the update the master is rounded
+-- into the parameter. In 16 bits Adam's eps (1e-8) and squared gradients flush to zero and
+-- small updates round away; docs/design.md ("16-bit parameters") says why this form.
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
+local creation = require 'ember.creation'
 local C = core.C
 local is_tensor = tensor.is_tensor
 
@@ -102,6 +109,74 @@ local function is_group_list(params)
     and not is_tensor(params[1]) and params[1].params ~= nil
 end
 
+-- ---- 16-bit parameters: float32 master copies -------------------------------------------------
+
+local sixteen = { [tonumber(C.EM_FLOAT16)] = true, [tonumber(C.EM_BFLOAT16)] = true }
+local function is16(p) return sixteen[tonumber(p.ptr.dtype_id)] == true end
+M.is16 = is16
+
+-- The dtype of p's state tensors: float32 for a 16-bit parameter, else p's own.
+function M.state_dtype(p) return is16(p) and 'float32' or core.dtype_names[p.ptr.dtype_id] end
+
+local function version(p) return tonumber(C.em_storage_version(p.ptr)) end
+M.version = version
+
+-- The tensor the spec's functions update: p itself, or for a 16-bit p its float32 master copy,
+-- made on first need. A parameter written outside the optimizer since its last step (its
+-- version counter moved: a loaded checkpoint, a manual edit) re-seeds the master from it.
+local function master_of(p, st)
+  if not is16(p) then return p end
+  local m = st.master_param
+  if m == nil then
+    m = p:detach():to('float32'):contiguous()
+    if C.em_same_storage(m.ptr, p.ptr) ~= 0 then m = m:clone() end
+    st.master_param = m
+  elseif st._version ~= nil and version(p) ~= st._version then
+    m:copy_(p:detach())
+  end
+  return m
+end
+M.master_of = master_of
+
+-- Float32 gradients for 16-bit parameters are copied into one scratch buffer per device, as
+-- large as the largest such parameter, made before any parameter changes: the step then
+-- allocates nothing per parameter, and one that runs out of memory still changes nothing.
+local function scratch_sizes(self)
+  local sizes
+  for _, group in ipairs(self.param_groups) do
+    for _, p in ipairs(group.params) do
+      if is16(p) then
+        local g = C.em_grad(p.ptr)
+        if g ~= nil then
+          C.em_release(g)
+          sizes = sizes or {}
+          local d = tonumber(p.ptr.device_id)
+          sizes[d] = math.max(sizes[d] or 0, p:numel())
+        end
+      end
+    end
+  end
+  return sizes
+end
+
+local function make_scratch(sizes)
+  if sizes == nil then return nil end
+  local scratch = {}
+  for d, n in pairs(sizes) do
+    scratch[d] = creation.empty({ n }, { dtype = 'float32', device = core.device_name(d) })
+  end
+  return scratch
+end
+
+-- g (16-bit) as a float32 tensor of p's shape, in the scratch buffer.
+local function grad32(scratch, p, g)
+  local n = p:numel()
+  if n == 0 then return g:to('float32') end
+  local buf = scratch[tonumber(p.ptr.device_id)]:narrow(1, 1, n):view(p:size())
+  buf:copy_(g)
+  return buf
+end
+
 -- ---- construction --------------------------------------------------------------------------------
 
 -- Builds an optimizer class. Calling it, Class(params, opts), makes an instance.
@@ -184,7 +259,7 @@ function Optimizer:add_param_group(g)
   if self.spec.init_state then
     for _, p in ipairs(group.params) do
       local st = {}
-      self.spec.init_state(group, p, st)
+      self.spec.init_state(group, master_of(p, st), st)
       self.state[p] = st
     end
   end
@@ -214,23 +289,24 @@ end
 
 local function run_updates(self)
   local update, prepare, state = self.spec.update, self.spec.prepare, self.state
-  -- First every parameter's state (prepare allocates what the first update needs), then the
-  -- updates: a step that runs out of memory then fails before it changes any parameter,
-  -- rather than with some parameters updated and the rest not (a retried step would update
-  -- those twice).
-  if prepare then
-    for _, group in ipairs(self.param_groups) do
-      for _, p in ipairs(group.params) do
-        local g = C.em_grad(p.ptr)
-        if g ~= nil then
-          C.em_release(g)
-          local st = state[p]
-          if st == nil then st = {}; state[p] = st end
-          prepare(group, p, st)
-        end
+  -- First every parameter's state (prepare allocates what the first update needs; 16-bit
+  -- parameters get their master copies and the gradient scratch), then the updates: a step
+  -- that runs out of memory then fails before it changes any parameter, rather than with some
+  -- parameters updated and the rest not (a retried step would update those twice).
+  for _, group in ipairs(self.param_groups) do
+    for _, p in ipairs(group.params) do
+      local g = C.em_grad(p.ptr)
+      if g ~= nil then
+        C.em_release(g)
+        local st = state[p]
+        if st == nil then st = {}; state[p] = st end
+        local m = master_of(p, st)
+        if prepare then prepare(group, m, st) end
       end
     end
   end
+  local scratch = make_scratch(scratch_sizes(self))
+  local touched
   for _, group in ipairs(self.param_groups) do
     local params = group.params
     for i = 1, #params do
@@ -239,9 +315,25 @@ local function run_updates(self)
       if g ~= nil then
         local st = state[p]
         if st == nil then st = {}; state[p] = st end
-        update(group, p, core.own(g), st)
+        g = core.own(g)
+        if is16(p) then
+          -- made or re-seeded above: asking again would see the writes of parameters that
+          -- share p's storage and were updated earlier in this step
+          local m = st.master_param
+          update(group, m, grad32(scratch, p, g), st)
+          p:copy_(m) -- rounded to the nearest 16-bit value
+          touched = touched or {}
+          touched[#touched + 1] = p
+        else
+          update(group, p, g, st)
+        end
       end
     end
+  end
+  -- The versions the parameters have after this step (after every write: parameters may
+  -- share a storage), against which the next step sees writes from outside.
+  if touched then
+    for _, p in ipairs(touched) do state[p]._version = version(p) end
   end
 end
 
@@ -352,7 +444,8 @@ local function fail(name, msg) error(name .. ':load_state_dict: ' .. msg, 3) end
 
 -- load_state_dict(sd): restores hyperparameters and state. The optimizer must have been built
 -- over the same parameter shapes, in the same groups and order. State tensors are copied, cast
--- to their parameter's dtype and device.
+-- to their parameter's device and state dtype (float32 for a 16-bit parameter, else its own);
+-- a 16-bit parameter whose saved state has no master_param gets one from its value.
 function Optimizer:load_state_dict(sd)
   local name = self.__name
   if type(sd) ~= 'table' or type(sd.param_groups) ~= 'table' then
@@ -387,12 +480,14 @@ function Optimizer:load_state_dict(sd)
     if type(s) ~= 'table' then fail(name, ('state %s is a %s, not a table'):format(tostring(k), type(s))) end
     local st = {}
     for sk, v in pairs(s) do
-      if is_tensor(v) then
+      if sk == 'master_param' and not is16(p) then
+        -- saved for a 16-bit parameter: this one is its own master
+      elseif is_tensor(v) then
         if v:numel() ~= p:numel() and v.ptr.ndim ~= 0 then
           fail(name, ('state %s.%s has %d elements, its parameter %d'):format(tostring(k), sk,
             v:numel(), p:numel()))
         end
-        local c = v:detach():to{ dtype = p:dtype(), device = p:device() }
+        local c = v:detach():to{ dtype = M.state_dtype(p), device = p:device() }
         if C.em_same_storage(c.ptr, v.ptr) ~= 0 then c = c:clone() end
         if v.ptr.ndim ~= 0 then c = c:reshape(p:size()):contiguous() end
         if sk == 'step' then st[sk] = c:item() else st[sk] = c end

@@ -71,4 +71,5 @@ const em_backend em_cpu_backend = {
   .class_loss_backward = em_cpu_class_loss_backward,
   .sgd_step = em_cpu_sgd_step,
   .adam_step = em_cpu_adam_step,
+  .amp_unscale = em_cpu_amp_unscale,
 };

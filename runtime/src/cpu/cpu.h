@@ -108,5 +108,7 @@ int em_cpu_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
 int em_cpu_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                      em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq,
                      const em_adam_options *o) EM_KERNEL_WEAK;
+int em_cpu_amp_unscale(em_tensor *const *grads, int n, em_tensor *found_inf,
+                       double inv_scale) EM_KERNEL_WEAK;
 
 #endif

@@ -74,6 +74,8 @@ int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
                    const em_sgd_options *o);
 int em_vk_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                     em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
+/* -- mixed precision (vk_amp.c) -- */
+int em_vk_amp_unscale(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
 
 
 /* The table's synchronize takes no device: it waits for every started device. */
@@ -140,5 +142,6 @@ const em_backend em_vulkan_backend = {
   .random = em_vk_random,
   .sgd_step = em_vk_sgd_step,
   .adam_step = em_vk_adam_step,
+  .amp_unscale = em_vk_amp_unscale,
 
 };
