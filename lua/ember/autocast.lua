@@ -19,11 +19,13 @@ local function parse(fn, opts, level)
   level = level + 1
   if opts == nil then opts = {} end
   if type(opts) ~= 'table' then
-    error(('%s: expected an options table {device=, dtype=, enabled=}, got %s'):format(fn, type(opts)), level)
+    error(('%s: expected an options table {device=, dtype=, enabled=}, got %s'):format(fn,
+      type(opts)), level)
   end
   for k in pairs(opts) do
     if not known[k] then
-      error(("%s: unknown option '%s' (expected device, dtype or enabled)"):format(fn, tostring(k)), level)
+      error(("%s: unknown option '%s' (expected device, dtype or enabled)"):format(fn,
+        tostring(k)), level)
     end
   end
   local device = opts.device

@@ -178,7 +178,9 @@ describe('autocast result dtypes', function()
   it('covers every case of the golden table, and nothing else', function()
     local mine = cases(cpu)
     for name in pairs(golden) do assert.is_truthy(mine[name], name .. ' has no Ember case') end
-    for name in pairs(mine) do assert.is_truthy(golden[name], name .. ' is not in the golden table') end
+    for name in pairs(mine) do
+      assert.is_truthy(golden[name], name .. ' is not in the golden table')
+    end
     for name in pairs(differs) do assert.is_truthy(golden[name], name) end
   end)
 
@@ -323,6 +325,22 @@ describe('autocast regions', function()
     end)
     assert.are.equal('float32', y:dtype())
   end)
+
+  it('lets batch_norm take float32 parameters with a 16-bit input (PyTorch\'s mixed form)',
+    function()
+      local x = ember.randn(4, 3, 2, 2):bfloat16()
+      local w, b = ember.rand(3) + 0.5, ember.randn(3)
+      local rm, rv = ember.zeros(3), ember.ones(3)
+      local rm32, rv32 = ember.zeros(3), ember.ones(3)
+      local y = F.batch_norm(x, rm, rv, w, b, true)
+      local y32 = F.batch_norm(x:float(), rm32, rv32, w, b, true)
+      assert.are.equal('bfloat16', y:dtype())
+      H.assert_close(y:float(), y32:bfloat16():float():totable(), 0, 0)
+      H.assert_close(rm, rm32:totable(), 1e-6, 1e-7)
+      H.assert_close(rv, rv32:totable(), 1e-6, 1e-7)
+      H.assert_error(function() F.batch_norm(x:float(), rm, rv, w:bfloat16(), b, true) end,
+        'batch_norm: expected a weight of the input\'s dtype float32, got bfloat16')
+    end)
 
   it('leaves in-place ops in their dtype', function()
     local a = ember.randn(3, 3):bfloat16():requires_grad_()
