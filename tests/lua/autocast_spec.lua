@@ -478,6 +478,23 @@ describe('autocast gradients', function()
     H.assert_close(w.grad, ref_w.grad:totable(), 0.03, 0.03)
   end)
 
+  it('cast a parameter once per region however many ops use it', function()
+    local w = ember.randn(256, 256):requires_grad_()
+    local x = ember.randn(1, 256)
+    local function allocated() return ember.memory.stats('cpu').allocated end
+    ember.autocast({ device = 'cpu' }, function()
+      local keep = { x:matmul(w) } -- the first use makes the cast
+      local before = allocated()
+      for i = 2, 4 do keep[i] = x:matmul(w) end
+      -- three more products: their [1, 256] bfloat16 results, no new 128 KiB cast
+      assert.is_true(allocated() - before < 256 * 256 * 2, 'a new cast per use')
+      ember.autocast({ device = 'cpu', dtype = 'float16' }, function()
+        keep[5] = x:matmul(w) -- another dtype: another cast
+        assert.is_true(allocated() - before >= 256 * 256 * 2)
+      end)
+    end)
+  end)
+
   it('see a parameter changed inside the region (a stale cast is not reused)', function()
     local w = ember.ones(2, 2):requires_grad_()
     local x = ember.ones(1, 2)
