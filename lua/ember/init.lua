@@ -39,6 +39,8 @@ ember.no_grad = ember.autograd.no_grad
 ember.enable_grad = ember.autograd.enable_grad
 ember.set_grad_enabled = ember.autograd.set_grad_enabled
 ember.is_grad_enabled = ember.autograd.is_grad_enabled
+-- Mixed precision regions: ember.autocast, autocast_enter/exit, is_autocast_enabled.
+for k, v in pairs(require 'ember.autocast') do ember[k] = v end
 ember.Tensor = tensor.methods
 ember.is_tensor = tensor.is_tensor
 ember.Size = core.Size

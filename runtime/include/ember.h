@@ -343,6 +343,31 @@ typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
 int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
 int em_remove_hook(em_tensor *t, int hook_id);
 
+/* ---- autocast: mixed precision (runtime/src/autocast.c; docs/amp.md) ----------------------
+ * Runtime state, like grad mode: a per-thread stack of regions. A region applies to one kind
+ * of device, "cpu" or "vulkan" (a device name such as "vulkan:0" stands for its kind), and
+ * the innermost region of a kind decides for the ops on that kind of device: with enabled != 0
+ * they follow autocast's op table (matrix products and convolutions in dtype, float16 or
+ * bfloat16; softmax, norms, sums, losses, exp/log/pow in float32; ops mixing dtypes in the
+ * widest; others as they are), with enabled == 0 autocast is off inside (dtype must still be
+ * float16 or bfloat16). Casts are recorded for autograd, so gradients reach float32 parameters
+ * in float32. Backward runs with autocast off. Casts of float32 leaf tensors that require
+ * grad are cached until the outermost region closes. */
+int em_autocast_push(const char *device_kind, em_dtype dtype, int enabled);
+/* Closes the innermost region; an error when none is open. */
+int em_autocast_pop(void);
+/* 1 when ops on this kind of device autocast now (*dtype, when not NULL, gets the dtype), 0
+ * when they do not, -1 for an unknown kind. */
+int em_autocast_enabled(const char *device_kind, em_dtype *dtype);
+/* The number of regions open on this thread. */
+int em_autocast_depth(void);
+/* Applies the table's entry for the op called op (PyTorch's name: "mse_loss", "linear", ...)
+ * to n tensors, as the runtime's ops do at their entry: out[i] receives a new reference to
+ * the tensor the op should use (a cast, or in[i] itself; NULL stays NULL). For ops composed
+ * outside the runtime from other ops. An error for an op the table does not list, and inside
+ * a region for an op autocast refuses (binary_cross_entropy). */
+int em_autocast_inputs(const char *op, int n, em_tensor *const *in, em_tensor **out);
+
 /* ---- neural-network ops --------------------------------------------------------------------
  * PyTorch's layouts: inputs are [N, C, H, W] (or [N, C, L] for 1-D; unbatched inputs without
  * N are accepted), convolution weights [out, in / groups, kh, kw], transposed-convolution

@@ -2,6 +2,7 @@
 -- Dropout, Embedding. Initialization follows PyTorch's defaults.
 local Module = require 'ember.nn.module'
 local init = require 'ember.nn.init_fns'
+local autocast_inputs = require('ember.autocast').autocast_inputs
 
 local M = {}
 
@@ -30,9 +31,11 @@ function Linear:__init(in_features, out_features, opts)
   end
 end
 function Linear:forward(x)
-  if x:dim() == 2 and self.bias then return self.bias:addmm(x, self.weight:t()) end
-  local y = x:matmul(self.weight:t())
-  if self.bias then y = y + self.bias end
+  local w, b
+  x, w, b = autocast_inputs('linear', x, self.weight, self.bias) -- one 16-bit op under autocast
+  if x:dim() == 2 and b then return b:addmm(x, w:t()) end
+  local y = x:matmul(w:t())
+  if b then y = y + b end
   return y
 end
 function Linear:extra_repr()
@@ -57,9 +60,11 @@ end
 function Bilinear:forward(x1, x2)
   local out, in1, in2 = self.out_features, self.in1_features, self.in2_features
   -- [N, in1] @ [in1, out * in2] -> [N, out, in2], times x2, summed over in2
-  local w = self.weight:permute(2, 1, 3):reshape(in1, out * in2)
+  local weight, bias
+  x1, x2, weight, bias = autocast_inputs('bilinear', x1, x2, self.weight, self.bias)
+  local w = weight:permute(2, 1, 3):reshape(in1, out * in2)
   local y = (x1:matmul(w):view(-1, out, in2) * x2:unsqueeze(2)):sum(3)
-  if self.bias then y = y + self.bias end
+  if bias then y = y + bias end
   return y
 end
 function Bilinear:extra_repr()

@@ -3,6 +3,8 @@
 local Module = require 'ember.nn.module'
 local where = require('ember.ops.pointwise').where
 local tensor = require 'ember.tensor'
+-- Losses composed here apply autocast's table at their entry, as the C ops do (float32).
+local autocast_inputs = require('ember.autocast').autocast_inputs
 
 local M, F = {}, {}
 M.functional = F
@@ -27,17 +29,20 @@ end
 
 function F.mse_loss(input, target, reduction)
   same_shape('mse_loss', input, target)
+  input, target = autocast_inputs('mse_loss', input, target)
   return reduce('mse_loss', (input - target):square(), reduction)
 end
 
 function F.l1_loss(input, target, reduction)
   same_shape('l1_loss', input, target)
+  input, target = autocast_inputs('l1_loss', input, target)
   return reduce('l1_loss', (input - target):abs(), reduction)
 end
 
 -- smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere
 function F.smooth_l1_loss(input, target, reduction, beta)
   same_shape('smooth_l1_loss', input, target)
+  input, target = autocast_inputs('smooth_l1_loss', input, target)
   beta = beta or 1
   local d = (input - target):abs()
   local loss
@@ -167,6 +172,7 @@ end
 -- binary_cross_entropy(probabilities, target [, weight [, reduction]]): log clamped at -100
 function F.binary_cross_entropy(input, target, weight, reduction)
   same_shape('binary_cross_entropy', input, target)
+  input, target, weight = autocast_inputs('binary_cross_entropy', input, target, weight)
   local lo, hi = input:min():item(), input:max():item()
   if input:numel() > 0 and (lo < 0 or hi > 1) then
     error(('binary_cross_entropy: input must hold probabilities in [0, 1], got values in [%g, %g]')
@@ -184,16 +190,19 @@ end
 function F.binary_cross_entropy_with_logits(input, target, opts)
   opts = opts or {}
   same_shape('binary_cross_entropy_with_logits', input, target)
+  local weight, pos_weight
+  input, target, weight, pos_weight = autocast_inputs('binary_cross_entropy_with_logits', input,
+    target, opts.weight, opts.pos_weight)
   local x = input
   local log_sig_neg = -x:clamp(0, nil) - (-x:abs()):exp():log1p() -- log(1 - sigmoid(x))
   local log_sig = log_sig_neg + x                                  -- log(sigmoid(x))
   local loss
-  if opts.pos_weight then
-    loss = -(log_sig * target * opts.pos_weight + log_sig_neg * (1 - target))
+  if pos_weight then
+    loss = -(log_sig * target * pos_weight + log_sig_neg * (1 - target))
   else
     loss = -(log_sig * target + log_sig_neg * (1 - target))
   end
-  if opts.weight then loss = loss * opts.weight end
+  if weight then loss = loss * weight end
   return reduce('binary_cross_entropy_with_logits', loss, opts.reduction)
 end
 
@@ -201,6 +210,7 @@ end
 -- target * (log target - input); 'batchmean' divides the sum by the batch size.
 function F.kl_div(input, target, reduction, log_target)
   same_shape('kl_div', input, target)
+  input, target = autocast_inputs('kl_div', input, target)
   local loss
   if log_target then
     loss = target:exp() * (target - input)

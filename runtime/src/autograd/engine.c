@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 
+#include "../autocast.h"
 #include "autograd.h"
 
 typedef struct engine {
@@ -170,6 +171,8 @@ static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_
                      bool retain_graph, bool create_graph, int n_capture,
                      em_node *const *capture, em_tensor **captured) {
   engine e = {0};
+  /* Backward replays the dtypes the forward recorded: autocast stays out of it. */
+  em_autocast_suspend();
   e.create_graph = create_graph;
   e.n_capture = n_capture;
   e.capture = capture;
@@ -198,6 +201,7 @@ static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_
   free(e.nodes);
   free(e.pending);
   free(e.buffers);
+  em_autocast_resume();
   return rc;
 }
 

@@ -9,6 +9,7 @@
 #ifndef EMBER_AUTOGRAD_RECORD_H
 #define EMBER_AUTOGRAD_RECORD_H
 
+#include "../autocast.h"
 #include "autograd.h"
 
 typedef enum em_view_kind {
@@ -28,14 +29,17 @@ int em_ag_inplace_check(const char *fn, const em_tensor *self);
 int em_ag_adopt(em_tensor *self, em_tensor *result);
 
 /* For an in-place entry point: when autograd must record, evaluates CALL, an out-of-place call
- * in which `self_clone` stands for self, and adopts its result; returns from the caller. */
+ * in which `self_clone` stands for self, and adopts its result; returns from the caller.
+ * Autocast is suspended for CALL: in-place ops keep self's dtype, as in PyTorch. */
 #define EM_AG_INPLACE(fn, self, n, ins, CALL)                                                  \
   do {                                                                                        \
     if (em_ag_should_record((n), (ins))) {                                                    \
       if (em_ag_inplace_check((fn), (self)) != 0) return -1;                                  \
       em_tensor *self_clone = em_clone(self);                                                 \
       if (self_clone == NULL) return -1;                                                      \
+      em_autocast_suspend();                                                                  \
       em_tensor *ag_result_ = (CALL);                                                         \
+      em_autocast_resume();                                                                   \
       em_release(self_clone);                                                                 \
       int ag_rc_ = ag_result_ ? em_ag_adopt((self), ag_result_) : -1;                         \
       em_release(ag_result_);                                                                 \

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../backend.h"
 #include "../nn.h"
@@ -356,6 +357,7 @@ em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const
 
 em_tensor *em_scatter_add(const em_tensor *x, int dim, const em_tensor *index,
                           const em_tensor *src) {
+  EM_AUTOCAST("scatter_add", em_scatter_add(ac_[0], dim, ac_[1], ac_[2]), x, index, src);
   return scatter_new("scatter_add", x, dim, index, src, 1);
 }
 
@@ -476,6 +478,7 @@ em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
                          const em_tensor *src) {
   const char *fn = "index_copy";
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  EM_AUTOCAST(fn, em_index_copy(ac_[0], dim, ac_[1], ac_[2]), x, index, src);
   em_tensor *out = raw_copy(fn, x, (em_dtype)x->dtype_id);
   if (out && index_put(fn, out, dim, index, src, 1.0, 0) != 0) {
     em_release(out);

@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../backend.h"
 #include "elementwise.h"
@@ -42,6 +43,7 @@ em_tensor *em_cat(int n, em_tensor *const *tensors, int dim) {
   const char *fn = "cat";
   if (n <= 0 || tensors == NULL)
     return em_error_null("%s: expected a non-empty list of tensors", fn);
+  EM_AUTOCAST_LIST(fn, em_cat(n, ac_, dim), n, tensors);
   const em_tensor *ref = NULL;
   for (int i = 0; i < n; i++) {
     if (tensors[i] == NULL) return em_error_null("%s: tensor %d is NULL", fn, i);
@@ -99,6 +101,7 @@ em_tensor *em_stack(int n, em_tensor *const *tensors, int dim) {
   const char *fn = "stack";
   if (n <= 0 || tensors == NULL)
     return em_error_null("%s: expected a non-empty list of tensors", fn);
+  EM_AUTOCAST_LIST(fn, em_stack(n, ac_, dim), n, tensors);
   for (int i = 0; i < n; i++)
     if (tensors[i] == NULL) return em_error_null("%s: tensor %d is NULL", fn, i);
   const em_tensor *ref = tensors[0];

@@ -18,6 +18,7 @@
  */
 #include <math.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../backend.h"
 
@@ -266,6 +267,7 @@ static const em_tensor *as_col(em_tensor *v, const em_tensor *t) {
 
 em_tensor *em_matmul(const em_tensor *a, const em_tensor *b) {
   const char *fn = "matmul";
+  EM_AUTOCAST(fn, em_matmul(ac_[0], ac_[1]), a, b);
   if (check_pair(fn, a, b) != 0) return NULL;
   if (a->ndim == 0 || b->ndim == 0)
     return em_error_null("%s: expected tensors with at least 1 dimension, got %d-D and %d-D",
@@ -278,12 +280,14 @@ em_tensor *em_matmul(const em_tensor *a, const em_tensor *b) {
 
 em_tensor *em_mm(const em_tensor *a, const em_tensor *b) {
   const char *fn = "mm";
+  EM_AUTOCAST(fn, em_mm(ac_[0], ac_[1]), a, b);
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "2-D tensors", a, 2, b, 2) != 0) return NULL;
   return product(fn, a, b, a, b, false, false, NULL, 0, 1);
 }
 
 em_tensor *em_mv(const em_tensor *a, const em_tensor *v) {
   const char *fn = "mv";
+  EM_AUTOCAST(fn, em_mv(ac_[0], ac_[1]), a, v);
   if (check_pair(fn, a, v) != 0 ||
       check_ndims(fn, "a 2-D matrix and a 1-D vector", a, 2, v, 1) != 0)
     return NULL;
@@ -302,6 +306,7 @@ static int check_batches(const char *fn, const em_tensor *a, const em_tensor *b)
 
 em_tensor *em_bmm(const em_tensor *a, const em_tensor *b) {
   const char *fn = "bmm";
+  EM_AUTOCAST(fn, em_bmm(ac_[0], ac_[1]), a, b);
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "3-D tensors", a, 3, b, 3) != 0 ||
       check_batches(fn, a, b) != 0)
     return NULL;
@@ -310,6 +315,7 @@ em_tensor *em_bmm(const em_tensor *a, const em_tensor *b) {
 
 em_tensor *em_dot(const em_tensor *a, const em_tensor *b) {
   const char *fn = "dot";
+  EM_AUTOCAST(fn, em_dot(ac_[0], ac_[1]), a, b);
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "1-D tensors", a, 1, b, 1) != 0) return NULL;
   em_tensor row, col;
   return product(fn, a, b, as_row(&row, a), as_col(&col, b), true, true, NULL, 0, 1);
@@ -325,6 +331,7 @@ em_tensor *em_outer(const em_tensor *a, const em_tensor *b) {
 em_tensor *em_addmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
                     double alpha) {
   const char *fn = "addmm";
+  EM_AUTOCAST(fn, em_addmm(ac_[0], ac_[1], ac_[2], beta, alpha), c, a, b);
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "2-D tensors", a, 2, b, 2) != 0 ||
       check_added(fn, c, a) != 0 || check_scalars(fn, (em_dtype)a->dtype_id, beta, alpha) != 0)
     return NULL;
@@ -334,6 +341,7 @@ em_tensor *em_addmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, 
 em_tensor *em_baddbmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
                       double alpha) {
   const char *fn = "baddbmm";
+  EM_AUTOCAST(fn, em_baddbmm(ac_[0], ac_[1], ac_[2], beta, alpha), c, a, b);
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "3-D tensors", a, 3, b, 3) != 0 ||
       check_batches(fn, a, b) != 0 || check_added(fn, c, a) != 0 ||
       check_scalars(fn, (em_dtype)a->dtype_id, beta, alpha) != 0)

@@ -12,6 +12,7 @@
  * batch dim of 1: views, so autograd follows them for free. float16 and bfloat16 compute in
  * float32 (recorded casts, so gradients flow through them too).
  */
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../nn.h"
 
@@ -255,6 +256,8 @@ em_tensor *em_conv2d(const em_tensor *input, const em_tensor *weight, const em_t
                      const int64_t *stride, const int64_t *padding, const int64_t *dilation,
                      int64_t groups) {
   const char *fn = "conv2d";
+  EM_AUTOCAST(fn, em_conv2d(ac_[0], ac_[1], ac_[2], stride, padding, dilation, groups), input,
+              weight, bias);
   if (check_conv(fn, 2, input, weight, bias, stride, padding, dilation, groups) != 0) return NULL;
   em_conv_args a = {{stride[0], stride[1]}, {padding[0], padding[1]}, {dilation[0], dilation[1]},
                     groups};
@@ -270,6 +273,8 @@ static em_tensor *add_height(const em_tensor *t) { return em_unsqueeze(t, t->ndi
 em_tensor *em_conv1d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
                      int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
   const char *fn = "conv1d";
+  EM_AUTOCAST(fn, em_conv1d(ac_[0], ac_[1], ac_[2], stride, padding, dilation, groups), input,
+              weight, bias);
   if (check_conv(fn, 1, input, weight, bias, &stride, &padding, &dilation, groups) != 0)
     return NULL;
   em_conv_args a = {{1, stride}, {0, padding}, {1, dilation}, groups};
@@ -324,6 +329,8 @@ em_tensor *em_conv_transpose2d(const em_tensor *input, const em_tensor *weight,
                                const int64_t *padding, const int64_t *output_padding,
                                const int64_t *dilation, int64_t groups) {
   const char *fn = "conv_transpose2d";
+  EM_AUTOCAST(fn, em_conv_transpose2d(ac_[0], ac_[1], ac_[2], stride, padding, output_padding,
+                                      dilation, groups), input, weight, bias);
   int64_t hw[2];
   if (check_transpose(fn, 2, input, weight, bias, stride, padding, output_padding, dilation,
                       groups, hw) != 0)
@@ -340,6 +347,8 @@ em_tensor *em_conv_transpose1d(const em_tensor *input, const em_tensor *weight,
                                const em_tensor *bias, int64_t stride, int64_t padding,
                                int64_t output_padding, int64_t dilation, int64_t groups) {
   const char *fn = "conv_transpose1d";
+  EM_AUTOCAST(fn, em_conv_transpose1d(ac_[0], ac_[1], ac_[2], stride, padding, output_padding,
+                                      dilation, groups), input, weight, bias);
   int64_t len = 0;
   if (check_transpose(fn, 1, input, weight, bias, &stride, &padding, &output_padding, &dilation,
                       groups, &len) != 0)

@@ -10,6 +10,7 @@
  * device (saved on the node), so that neither the mean nor its backward makes the host wait
  * for a GPU. float16 / bfloat16 compute in float32.
  */
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../nn.h"
 
@@ -138,6 +139,8 @@ em_tensor *em_cross_entropy(const em_tensor *input, const em_tensor *target,
                             const em_tensor *weight, int64_t ignore_index,
                             em_reduction reduction, double label_smoothing) {
   const char *fn = "cross_entropy";
+  EM_AUTOCAST(fn, em_cross_entropy(ac_[0], ac_[1], ac_[2], ignore_index, reduction,
+                                   label_smoothing), input, target, weight);
   if (check_loss_args(fn, input, target, weight, reduction) != 0) return NULL;
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     return em_error_null("%s: expected label_smoothing between 0 and 1, got %g", fn,
@@ -148,6 +151,8 @@ em_tensor *em_cross_entropy(const em_tensor *input, const em_tensor *target,
 em_tensor *em_nll_loss(const em_tensor *input, const em_tensor *target, const em_tensor *weight,
                        int64_t ignore_index, em_reduction reduction) {
   const char *fn = "nll_loss";
+  EM_AUTOCAST(fn, em_nll_loss(ac_[0], ac_[1], ac_[2], ignore_index, reduction), input, target,
+              weight);
   if (check_loss_args(fn, input, target, weight, reduction) != 0) return NULL;
   return class_loss(fn, false, input, target, weight, ignore_index, reduction, 0);
 }

@@ -15,6 +15,7 @@
  */
 #include <math.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../nn.h"
 
@@ -43,6 +44,15 @@ static int check_same_dtype(const char *fn, const char *what, const em_tensor *t
   if (t == NULL || t->dtype_id == x->dtype_id) return 0;
   return em_error("%s: expected %s of the input's dtype %s, got %s", fn, what,
                   em_dtype_name((em_dtype)x->dtype_id), em_dtype_name((em_dtype)t->dtype_id));
+}
+
+/* batch_norm also takes float32 affine parameters with a 16-bit input, as PyTorch's mixed
+ * batch_norm does: a float32 model whose convolutions autocast to 16 bits feeds its float32
+ * BatchNorm layers 16-bit activations (autocast leaves batch_norm to its input's dtype). */
+static int check_affine_dtype(const char *fn, const char *what, const em_tensor *t,
+                              const em_tensor *x) {
+  if (t != NULL && is_half(x->dtype_id) && t->dtype_id == EM_FLOAT32) return 0;
+  return check_same_dtype(fn, what, t, x);
 }
 
 static int check_float_input(const char *fn, const em_tensor *x, int min_ndim) {
@@ -177,7 +187,8 @@ em_tensor *em_batch_norm(const em_tensor *input, em_tensor *running_mean, em_ten
   if (check_param(fn, "a weight", weight, input, 1, &C) || check_param(fn, "a bias", bias, input, 1, &C) ||
       check_param(fn, "running_mean", running_mean, input, 1, &C) ||
       check_param(fn, "running_var", running_var, input, 1, &C) ||
-      check_same_dtype(fn, "a weight", weight, input) || check_same_dtype(fn, "a bias", bias, input))
+      check_affine_dtype(fn, "a weight", weight, input) ||
+      check_affine_dtype(fn, "a bias", bias, input))
     return NULL;
   if ((running_mean == NULL) != (running_var == NULL))
     return em_error_null("%s: expected both running_mean and running_var, or neither", fn);
@@ -291,6 +302,8 @@ em_tensor *em_layer_norm(const em_tensor *input, int n_normalized,
                          const int64_t *normalized_shape, const em_tensor *weight,
                          const em_tensor *bias, double eps) {
   const char *fn = "layer_norm";
+  EM_AUTOCAST(fn, em_layer_norm(ac_[0], n_normalized, normalized_shape, ac_[1], ac_[2], eps),
+              input, weight, bias);
   if (check_float_input(fn, input, 1) != 0) return NULL;
   if (n_normalized < 1 || n_normalized > input->ndim || normalized_shape == NULL)
     return em_error_null("%s: expected a normalized shape of 1 to %d dims, got %d", fn,
@@ -315,6 +328,7 @@ em_tensor *em_layer_norm(const em_tensor *input, int n_normalized,
 em_tensor *em_group_norm(const em_tensor *input, int64_t num_groups, const em_tensor *weight,
                          const em_tensor *bias, double eps) {
   const char *fn = "group_norm";
+  EM_AUTOCAST(fn, em_group_norm(ac_[0], num_groups, ac_[1], ac_[2], eps), input, weight, bias);
   if (check_float_input(fn, input, 2) != 0) return NULL;
   int64_t C = input->sizes[1];
   if (num_groups < 1 || C % num_groups != 0)

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "elementwise.h"
 
@@ -79,6 +80,7 @@ em_tensor *em_unary(em_unary_op op, const em_tensor *x) {
   if ((unsigned)op >= EM_NUM_UNARY) return em_error_null("unary: invalid op %d", (int)op);
   const char *fn = unary_names[op];
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  EM_AUTOCAST(fn, em_unary(op, ac_[0]), x);
   em_dtype compute, out_dtype;
   if (unary_types(fn, op, (em_dtype)x->dtype_id, &compute, &out_dtype) != 0) return NULL;
   em_ew ew;
@@ -203,6 +205,7 @@ static em_tensor *binary_new(em_binary_op op, const em_tensor *a, const em_tenso
   if ((unsigned)op >= EM_NUM_BINARY) return em_error_null("binary: invalid op %d", (int)op);
   const char *fn = binary_names[op];
   if (a == NULL || b == NULL) return em_error_null("%s: expected two tensors, got NULL", fn);
+  EM_AUTOCAST(fn, binary_new(op, ac_[0], ac_[1], alpha), a, b);
   const em_tensor *ins[2] = {a, b};
   em_tensor *out = NULL;
   if (same_layout(a, b)) {

@@ -19,6 +19,7 @@
  */
 #include <math.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "../backend.h"
 
@@ -161,6 +162,7 @@ em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, const int *
   if ((unsigned)op >= EM_NUM_REDUCE) return em_error_null("reduce: invalid op %d", (int)op);
   const char *fn = reduce_names[op];
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  EM_AUTOCAST(fn, em_reduce(op, ac_[0], ndims, dims, keepdim), x);
   em_dtype compute, out_dtype;
   if (reduce_types(fn, op, x, &compute, &out_dtype) != 0) return NULL;
   red_call c;
@@ -213,6 +215,7 @@ static int run_norm(red_call *c, double p) {
 em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int keepdim) {
   const char *fn = "norm";
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  EM_AUTOCAST(fn, em_norm(ac_[0], p, ndims, dims, keepdim), x);
   if (need_float(fn, x) != 0) return NULL;
   if (isnan(p)) return em_error_null("%s: expected p to be a number, got nan", fn);
   em_dtype dt = (em_dtype)x->dtype_id;
@@ -348,6 +351,7 @@ static int run_line(const char *fn, line_op op, em_tensor *out, const em_tensor 
 
 static em_tensor *along_dim(const char *fn, line_op op, const em_tensor *x, int dim) {
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  EM_AUTOCAST(fn, along_dim(fn, op, ac_[0], dim), x);
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return NULL;
   em_dtype in = (em_dtype)x->dtype_id, out_dtype = in;

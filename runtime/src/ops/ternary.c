@@ -7,6 +7,7 @@
  */
 #include <math.h>
 
+#include "../autocast.h"
 #include "../autograd/record.h"
 #include "elementwise.h"
 
@@ -210,6 +211,7 @@ static int addc_begin(em_ew *ew, const char *fn, int divide, const em_tensor *x,
 
 static em_tensor *addc_new(const char *fn, int divide, const em_tensor *x, const em_tensor *t1,
                            const em_tensor *t2, double value) {
+  EM_AUTOCAST(fn, addc_new(fn, divide, ac_[0], ac_[1], ac_[2], value), x, t1, t2);
   em_ew ew;
   if (addc_begin(&ew, fn, divide, x, t1, t2, value) != 0) return NULL;
   addc_arg arg = {divide, value};
