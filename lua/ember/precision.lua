@@ -38,10 +38,11 @@ function M.new(name, device)
   return self
 end
 
--- Runs fn(...) under this recipe's autocast and returns its results.
+-- Runs fn(...) under this recipe's autocast and returns its results; fn may be any callable
+-- (a module too).
 function Recipe:forward(fn, ...)
   if not self.autocast then return fn(...) end
-  return require('ember').autocast(self.autocast, fn, ...)
+  return require('ember').autocast(self.autocast, function(...) return fn(...) end, ...)
 end
 
 -- backward and the optimizer step (loss scaling for fp16). Returns whether it stepped: a

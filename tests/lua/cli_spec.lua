@@ -72,6 +72,18 @@ describe('the ember program', function()
       assert.are.equal(2, rows, out)
     end)
 
+    it('adds a row per precision with --precision', function()
+      local out, err, rc = ember('bench --model mlp --batch-size 8 --steps 2 --warmup 1 --repeats 1 --devices cpu --precision fp32,bf16,fp16')
+      assert.are.equal(0, rc, err)
+      contains(out, 'vs cpu fp32')
+      for _, p in ipairs({ 'fp32', 'bf16', 'fp16' }) do
+        assert.is_truthy(out:find('\ncpu ' .. p .. '%s+%d+ threads%s+[%d.]+%s+%d+%s+[%d.]+'), out)
+      end
+      local _, err2, rc2 = ember('bench --precision fp8 --devices cpu')
+      assert.are_not.equal(0, rc2)
+      contains(err2, "bench: --precision: expected precision fp32, bf16 or fp16, got 'fp8'")
+    end)
+
     it('rejects a bad option and an unknown device with a clear message', function()
       local _, err, rc = ember('bench --model resnet --steps 1 --devices cpu')
       assert.are_not.equal(0, rc)

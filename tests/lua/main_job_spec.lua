@@ -75,6 +75,32 @@ describe('examples/fashion_mnist.lua', function()
     assert.is_true(na >= 6)
   end)
 
+  it('trains in mixed precision (--precision bf16, fp16) to float32 accuracy', function()
+    local acc = {}
+    for _, p in ipairs({ 'fp32', 'bf16', 'fp16' }) do
+      local ckpt = dir .. '/' .. p .. '.ckpt'
+      local out, code = run('examples/fashion_mnist.lua' .. common .. ' --epochs 2 --precision ' .. p ..
+        ' --checkpoint ' .. ckpt)
+      assert.are.equal(0, code, out)
+      assert.is_truthy(out:find(', ' .. p .. ', 1 threads', 1, true), out)
+      acc[p] = tonumber(out:match('final test accuracy: (%d+%.%d+)'))
+      local saved = ember.load(ckpt)
+      -- float32 master weights in every precision; the loss scaler's state with fp16 only
+      for name, t in pairs(saved.model) do assert.are.equal('float32', t:dtype(), name) end
+      if p == 'fp16' then
+        assert.is_true(saved.scaler.scale > 1, 'fp16 saves its loss scale')
+      else
+        assert.is_nil(saved.scaler)
+      end
+    end
+    -- two epochs on 1024 images: 16-bit rounding moves the accuracy a little, not more
+    assert.is_true(math.abs(acc.bf16 - acc.fp32) < 0.03, ('bf16 %.4f fp32 %.4f'):format(acc.bf16, acc.fp32))
+    assert.is_true(math.abs(acc.fp16 - acc.fp32) < 0.03, ('fp16 %.4f fp32 %.4f'):format(acc.fp16, acc.fp32))
+    local out, code = run('examples/fashion_mnist.lua --precision fp8')
+    assert.are.equal(1, code)
+    assert.is_truthy(out:find("--precision: expected precision fp32, bf16 or fp16, got 'fp8'", 1, true), out)
+  end)
+
   it('reads a config file and key=value overrides', function()
     local cfg = dir .. '/cfg.lua'
     local f = assert(io.open(cfg, 'w'))
