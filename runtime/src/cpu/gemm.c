@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "gemm_bf16.h"
 
 /* Up to this many multiply-adds (M*N*K, with N > 1) a direct loop beats a BLAS call. Measured
  * on the build machine (2-core AMD EPYC, OpenBLAS 0.3.21 with AVX-512 kernels): sgemm costs
@@ -362,6 +363,11 @@ static int half_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
 
 static int gemm_floating(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                          double beta) {
+  if (out->dtype_id == EM_BFLOAT16) {
+    int path = em_bf16_gemm_path();
+    if (path < 0) return -1;
+    if (path != EM_BF16_PORTABLE) return em_bf16_gemm(path, out, a, b, alpha, beta);
+  }
   if (out->dtype_id == EM_FLOAT16 || out->dtype_id == EM_BFLOAT16)
     return half_gemm(out, a, b, alpha, beta);
   if (work_of(1, ROWS(out), COLS(out), COLS(a)) <= TINY_WORK && COLS(out) > 1) {
