@@ -793,3 +793,91 @@ describe('batched products', function()
     end
   end)
 end)
+
+-- ---- bfloat16 on the CPU's bf16 instructions -------------------------------------------------
+-- cpu/gemm_bf16.c multiplies bfloat16 with AMX tiles or AVX-512 BF16 where the CPU has them,
+-- and EMBER_CPU_BF16 chooses the path: every path is checked against the float64 product of
+-- the same (bf16-rounded) inputs, with one rounding of the result allowed (2^-8 relative) on top
+-- of float32 accumulation. On a CPU without the instructions all three run the portable path.
+
+describe('bfloat16 matmul paths', function()
+  pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+  local function with_env(name, value, f)
+    ffi.C.setenv(name, value, 1)
+    local ok, err = pcall(f)
+    ffi.C.unsetenv(name)
+    if not ok then error(err, 0) end
+  end
+  local function rand(shape)
+    return ember.tensor(H.nested(shape, function() return H.uniform(-2, 2) end),
+      { dtype = 'bfloat16' })
+  end
+  -- got (bfloat16) against the float64 product of the bf16 inputs: 2^-8 of the value for the
+  -- final rounding, and float32 accumulation error over K terms of |a||b| <= 4
+  local function agree(got, a, b, what, c, beta, alpha)
+    local av, ash = flat(a:to('float64'))
+    local bv, bsh = flat(b:to('float64'))
+    local opts
+    if c then
+      local cv, cs = flat(c:to('float64'))
+      opts = { c = cv, c_shape = cs, beta = beta, alpha = alpha }
+    end
+    local ev, es = ref_matmul(av, ash, bv, bsh, opts)
+    assert.are.equal('bfloat16', got:dtype(), what)
+    local K = a:size(a:dim())
+    check(got:to('float64'), ev, es, 2 ^ -8, 4 * K * 2 ^ -22 * (alpha and math.abs(alpha) or 1) + 1e-30, what)
+  end
+
+  for _, mode in ipairs({ '1', 'avx512', '0' }) do
+    it('EMBER_CPU_BF16=' .. mode .. ': products of every shape and layout', function()
+      H.seed(41)
+      with_env('EMBER_CPU_BF16', mode, function()
+        -- (M, K, N): tiny, tile edges (32), K not a multiple of 32, several K tiles, gemv
+        for _, s in ipairs({ { 1, 1, 1 }, { 7, 5, 3 }, { 32, 32, 32 }, { 33, 65, 17 },
+          { 65, 37, 100 }, { 64, 300, 96 }, { 1, 70, 50 }, { 50, 70, 1 } }) do
+          local M, K, N = s[1], s[2], s[3]
+          local what = ('%s %dx%dx%d'):format(mode, M, K, N)
+          local a, b = rand({ M, K }), rand({ K, N })
+          agree(a:matmul(b), a, b, what)
+          local at, bt = rand({ K, M }):t(), rand({ N, K }):t() -- x @ w:t() (Linear)
+          agree(at:matmul(bt), at, bt, what .. ' transposed')
+          local as = rand({ M, 2 * K })[{ {}, { 1, -1, 2 } }] -- column stride 2
+          agree(as:matmul(b), as, b, what .. ' strided')
+        end
+        -- batches: shared weight (stride 0), 4-D attention-like views, bmm
+        local x, w = rand({ 3, 20, 40 }), rand({ 40, 33 })
+        agree(x:matmul(w), x, w, mode .. ' batch @ shared')
+        local qkv = rand({ 2, 17, 3 * 2 * 8 }):view(2, 17, 3, 2, 8)
+        local q, k = qkv:select(3, 1):transpose(2, 3), qkv:select(3, 2):transpose(2, 3)
+        agree(q:matmul(k:transpose(-2, -1)), q, k:transpose(-2, -1), mode .. ' q @ k^T')
+        local a3, b3 = rand({ 4, 9, 70 }):transpose(1, 2), rand({ 1, 70, 5 }):expand(9, 70, 5)
+        agree(ember.bmm(a3, b3), a3, b3, mode .. ' bmm')
+        -- alpha and beta, rounded once
+        local c, a, b = rand({ 33, 40 }), rand({ 33, 50 }), rand({ 50, 40 })
+        agree(ember.addmm(c, a, b, { beta = 0.5, alpha = -2 }), a, b, mode .. ' addmm', c, 0.5, -2)
+        local c3, x3, y3 = rand({ 40 }), rand({ 2, 33, 50 }), rand({ 2, 50, 40 })
+        agree(ember.baddbmm(c3, x3, y3, { beta = 1, alpha = 1 }), x3, y3, mode .. ' baddbmm', c3, 1, 1)
+      end)
+    end)
+  end
+
+  it('keeps NaN and infinity, ignores c when beta = 0, and refuses a misspelt path', function()
+    for _, mode in ipairs({ '1', 'avx512', '0' }) do
+      with_env('EMBER_CPU_BF16', mode, function()
+        local a = ember.tensor({ { 1, 0 / 0 }, { 1, 2 }, { 3e38, 3e38 } }, { dtype = 'bfloat16' })
+        local b = ember.tensor({ { 1, 1 }, { 1, 1 } }, { dtype = 'bfloat16' })
+        local r = a:matmul(b):to('float64'):totable()
+        assert.is_true(r[1][1] ~= r[1][1] and r[1][2] ~= r[1][2], mode .. ': NaN')
+        assert.are.same({ 3, 3 }, r[2], mode)
+        assert.are.equal(math.huge, r[3][1], mode .. ': overflow to infinity')
+        local nan = ember.full({ 1, 2 }, 0 / 0, { dtype = 'bfloat16' })
+        local z = ember.addmm(nan, a[{ { 2, 2 } }], b, { beta = 0 }):to('float64'):totable()
+        assert.are.same({ { 3, 3 } }, z, mode .. ': beta = 0')
+      end)
+    end
+    with_env('EMBER_CPU_BF16', 'amx2', function()
+      H.assert_error(function() ember.ones(2, 2, { dtype = 'bfloat16' }):matmul(ember.ones(2, 2, { dtype = 'bfloat16' })) end,
+        "matmul: EMBER_CPU_BF16: expected 0, 1, auto, amx or avx512, got 'amx2'")
+    end)
+  end)
+end)
