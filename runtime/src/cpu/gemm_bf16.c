@@ -10,9 +10,10 @@
  *    columns padded to a multiple of TN, K to Kp, with zeros.
  * The AMX kernel keeps a 32 x 32 block of C in four tiles (TDPBF16PS: 16x16x32 per
  * instruction); the AVX-512 kernel an 8 x 32 block in 16 registers (VDPBF16PS: one pair of k
- * for 16 columns per instruction). Each accumulates over the whole K in float32, so the
- * epilogue applies alpha and beta and rounds once (nearest even, NaN kept quiet, as dtype.c's
- * em_float_to_bf16), or stores float32.
+ * for 16 columns per instruction). K is walked in slices of KC, so that the B panels' slice
+ * stays in L1 while every row block of A passes over it; the partial products stay in float32
+ * (a per-thread buffer) until the last slice, where the epilogue applies alpha and beta and
+ * rounds once (nearest even, NaN kept quiet, as dtype.c's em_float_to_bf16), or stores float32.
  *
  * Measured on the build machine (Intel Xeon with AMX, 2 cores shared with other work), a tight
  * loop of the instructions alone: VDPBF16PS ran at about half the float32 FMA's FLOP rate, AMX
@@ -38,7 +39,8 @@ enum {
   KQ = 32,          /* K is padded to a multiple of this: one AMX tile row of bf16 */
   PW = 16,          /* columns per packed B panel */
   MC = 64,          /* rows of A a thread packs at once */
-  NC = 256          /* columns a work item covers at most */
+  NC = 256,         /* columns a work item covers at most */
+  KC = 256          /* K slice: the two B panels' slice (16 KB) stays in L1 across row blocks */
 };
 
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -107,42 +109,57 @@ static void pack_a(const uint16_t *a, int64_t rs, int64_t cs, int64_t rows, int6
 /* Columns j0 .. j0+15 of b (K x N, strides rs, cs) as one panel of pairs (Kp / 2 rows of 32). */
 static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_t N,
                          int64_t Kp, int64_t j0, uint16_t *dst) {
-  memset(dst, 0, (size_t)(Kp * PW) * sizeof *dst);
   int64_t nj = N - j0 < PW ? N - j0 : PW;
-  if (nj <= 0) return;
-  if (cs == 1 || rs != 1) { /* along the rows: one k at a time */
-    for (int64_t k = 0; k < K; k++) {
-      const uint16_t *src = b + k * rs + j0 * cs;
-      uint16_t *d = dst + (k >> 1) * 2 * PW + (k & 1);
-      if (cs == 1)
-        for (int64_t j = 0; j < nj; j++) d[2 * j] = src[j];
+  if (nj < 0) nj = 0; /* a panel wholly past N (N is padded to TN = two panels) */
+  if (cs == 1) { /* rows contiguous (x @ w): two rows make one row of pairs, written whole */
+    for (int64_t p = 0; p < Kp / 2; p++) {
+      uint32_t row[PW];
+      const uint16_t *s0 = b + 2 * p * rs + j0, *s1 = s0 + rs;
+      int64_t n = 2 * p < K ? nj : 0;
+      if (2 * p + 1 < K)
+        for (int64_t j = 0; j < n; j++) row[j] = s0[j] | (uint32_t)s1[j] << 16;
       else
-        for (int64_t j = 0; j < nj; j++) d[2 * j] = src[j * cs];
+        for (int64_t j = 0; j < n; j++) row[j] = s0[j];
+      for (int64_t j = n; j < PW; j++) row[j] = 0;
+      memcpy(dst + p * 2 * PW, row, sizeof row);
     }
     return;
   }
-  for (int64_t j = 0; j < nj; j++) { /* b = w^T (a Linear's weight): each column is contiguous */
-    const uint16_t *src = b + (j0 + j) * cs;
-    for (int64_t k = 0; k < K; k++) dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = src[k];
+  memset(dst, 0, (size_t)(Kp * PW) * sizeof *dst);
+  if (rs == 1) { /* b = w^T (a Linear's weight): each column is contiguous along k */
+    for (int64_t j = 0; j < nj; j++) {
+      const uint16_t *src = b + (j0 + j) * cs;
+      for (int64_t k = 0; k < K; k++) dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = src[k];
+    }
+    return;
   }
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < nj; j++) dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = b[k * rs + (j0 + j) * cs];
 }
 
 /* ---- the kernels: c (TM x TN floats) = A rows @ two B panels ------------------------------- */
 
-AVX512BF16 static void kernel_avx512(int64_t Kp, const uint16_t *a, const uint16_t *b0,
-                                     const uint16_t *b1, float *c, int64_t rows) {
+/* c (ldc) [+]= rows x 32 of A (rows of lda, kc values from a) @ the two B panels' slices b0, b1
+ * (kc / 2 pair rows each); acc: add to c (a later K slice), else overwrite. */
+AVX512BF16 static void kernel_avx512(int64_t lda, int64_t kc, const uint16_t *a,
+                                     const uint16_t *b0, const uint16_t *b1, float *c,
+                                     int64_t ldc, bool acc_c, int64_t rows) {
   for (int64_t r0 = 0; r0 < rows; r0 += 8) {
     __m512 acc[8][2];
+    float *cr = c + r0 * ldc;
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    const uint16_t *ar = a + r0 * Kp;
-    for (int64_t p = 0; p < Kp / 2; p++) {
+    for (int i = 0; i < 8; i++) {
+      acc[i][0] = acc_c ? _mm512_loadu_ps(cr + i * ldc) : _mm512_setzero_ps();
+      acc[i][1] = acc_c ? _mm512_loadu_ps(cr + i * ldc + 16) : _mm512_setzero_ps();
+    }
+    const uint16_t *ar = a + r0 * lda;
+    for (int64_t p = 0; p < kc / 2; p++) {
       __m512bh x0 = (__m512bh)_mm512_loadu_si512(b0 + p * 2 * PW);
       __m512bh x1 = (__m512bh)_mm512_loadu_si512(b1 + p * 2 * PW);
 #pragma GCC unroll 8
       for (int i = 0; i < 8; i++) {
         uint32_t pair;
-        memcpy(&pair, ar + i * Kp + 2 * p, sizeof pair);
+        memcpy(&pair, ar + i * lda + 2 * p, sizeof pair);
         __m512bh av = (__m512bh)_mm512_set1_epi32((int)pair);
         acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, x0);
         acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, x1);
@@ -150,8 +167,8 @@ AVX512BF16 static void kernel_avx512(int64_t Kp, const uint16_t *a, const uint16
     }
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
-      _mm512_storeu_ps(c + (r0 + i) * TN, acc[i][0]);
-      _mm512_storeu_ps(c + (r0 + i) * TN + 16, acc[i][1]);
+      _mm512_storeu_ps(cr + i * ldc, acc[i][0]);
+      _mm512_storeu_ps(cr + i * ldc + 16, acc[i][1]);
     }
   }
 }
@@ -176,16 +193,24 @@ AMXBF16 static void amx_begin(void) { _tile_loadconfig(&amx_config); }
 
 AMXBF16 static void amx_end(void) { _tile_release(); }
 
-AMXBF16 static void kernel_amx(int64_t Kp, const uint16_t *a, const uint16_t *b0,
-                               const uint16_t *b1, float *c) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  long lda = (long)(Kp * 2);
-  for (int64_t k0 = 0; k0 < Kp; k0 += KQ) {
-    _tile_loadd(4, a + k0, lda);
-    _tile_loadd(5, a + 16 * Kp + k0, lda);
+/* As kernel_avx512, for 32 rows: C in tiles 0-3 (loaded from c for a later K slice). */
+AMXBF16 static void kernel_amx(int64_t lda, int64_t kc, const uint16_t *a, const uint16_t *b0,
+                               const uint16_t *b1, float *c, int64_t ldc, bool acc_c) {
+  long cb = (long)(ldc * 4), ab = (long)(lda * 2);
+  if (acc_c) {
+    _tile_loadd(0, c, cb);
+    _tile_loadd(1, c + 16, cb);
+    _tile_loadd(2, c + 16 * ldc, cb);
+    _tile_loadd(3, c + 16 * ldc + 16, cb);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k0 = 0; k0 < kc; k0 += KQ) {
+    _tile_loadd(4, a + k0, ab);
+    _tile_loadd(5, a + 16 * lda + k0, ab);
     _tile_loadd(6, b0 + k0 * PW, 64);
     _tile_loadd(7, b1 + k0 * PW, 64);
     _tile_dpbf16ps(0, 4, 6);
@@ -193,10 +218,10 @@ AMXBF16 static void kernel_amx(int64_t Kp, const uint16_t *a, const uint16_t *b0
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, c, TN * 4);
-  _tile_stored(1, c + 16, TN * 4);
-  _tile_stored(2, c + 16 * TN, TN * 4);
-  _tile_stored(3, c + 16 * TN + 16, TN * 4);
+  _tile_stored(0, c, cb);
+  _tile_stored(1, c + 16, cb);
+  _tile_stored(2, c + 16 * ldc, cb);
+  _tile_stored(3, c + 16 * ldc + 16, cb);
 }
 
 /* ---- the epilogue: out = alpha * c + beta * out, rounded once ------------------------------- */
@@ -212,14 +237,14 @@ AVX512BF16 static __m256i round_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q));
 }
 
-AVX512BF16 static void epilogue(const float *c, int64_t mr, int64_t nr, char *out, bool f32,
-                                int64_t ldo, float alpha, float beta) {
+AVX512BF16 static void epilogue(const float *c, int64_t ldc, int64_t mr, int64_t nr, char *out,
+                                bool f32, int64_t ldo, float alpha, float beta) {
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < mr; i++)
     for (int64_t h = 0; h < nr; h += 16) {
       int64_t n = nr - h < 16 ? nr - h : 16;
       __mmask16 m = n == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
-      __m512 v = _mm512_mul_ps(va, _mm512_loadu_ps(c + i * TN + h));
+      __m512 v = _mm512_mul_ps(va, _mm512_loadu_ps(c + i * ldc + h));
       if (f32) {
         float *o = (float *)out + i * ldo + h;
         if (beta != 0) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, o), v);
@@ -249,25 +274,34 @@ typedef struct job {
   int64_t mblocks, nc, nblocks;
 } job;
 
-/* Work item t: batch z, rows r0 .. r0+MC-1, columns c0 .. c0+nc-1. */
-static void run_item(const job *j, int64_t t, uint16_t *ap, float *c) {
+/* Work item t: batch z, rows r0 .. r0+MC-1, columns c0 .. c0+nc-1. ap: room for the packed A
+ * block; cs: its float32 product (ldc = nc rounded up to TN), accumulated over the K slices and
+ * rounded once at the last. */
+static void run_item(const job *j, int64_t t, uint16_t *ap, float *cs) {
   int64_t z = t / (j->mblocks * j->nblocks), rest = t % (j->mblocks * j->nblocks);
   int64_t r0 = rest / j->nblocks * MC, c0 = rest % j->nblocks * j->nc;
   int64_t mc = j->M - r0 < MC ? j->M - r0 : MC, cend = c0 + j->nc < j->N ? c0 + j->nc : j->N;
+  int64_t Kp = j->Kp, ldc = round_up(j->nc, TN);
   const em_tensor *a = j->a;
   const uint16_t *pa = (const uint16_t *)em_cpu_ptr(a) + em_gemm_batch_offset(a, z);
-  int64_t rs = a->strides[a->ndim - 2], cs = a->strides[a->ndim - 1];
-  pack_a(pa + r0 * rs, rs, cs, mc, j->K, j->Kp, round_up(mc, TM), ap);
+  int64_t rs = a->strides[a->ndim - 2], cs_a = a->strides[a->ndim - 1];
+  pack_a(pa + r0 * rs, rs, cs_a, mc, j->K, Kp, round_up(mc, TM), ap);
   const uint16_t *bz = j->bp + z * j->bp_batch;
   size_t es = j->f32 ? 4 : 2;
-  for (int64_t j0 = c0; j0 < cend; j0 += TN) {
-    const uint16_t *b0 = bz + (j0 / PW) * j->Kp * PW, *b1 = b0 + j->Kp * PW;
-    for (int64_t i0 = 0; i0 < mc; i0 += TM) {
-      int64_t mr = mc - i0 < TM ? mc - i0 : TM, nr = cend - j0 < TN ? cend - j0 : TN;
-      if (j->path == EM_BF16_AMX) kernel_amx(j->Kp, ap + i0 * j->Kp, b0, b1, c);
-      else kernel_avx512(j->Kp, ap + i0 * j->Kp, b0, b1, c, round_up(mr, 8));
-      epilogue(c, mr, nr, j->out + ((z * j->M + r0 + i0) * j->N + j0) * (int64_t)es, j->f32,
-               j->N, j->alpha, j->beta);
+  for (int64_t k0 = 0; k0 < Kp; k0 += KC) {
+    int64_t kc = Kp - k0 < KC ? Kp - k0 : KC;
+    bool first = k0 == 0, last = k0 + kc >= Kp;
+    for (int64_t j0 = c0; j0 < cend; j0 += TN) {
+      const uint16_t *b0 = bz + (j0 / PW) * Kp * PW + k0 * PW, *b1 = b0 + Kp * PW;
+      for (int64_t i0 = 0; i0 < mc; i0 += TM) {
+        int64_t mr = mc - i0 < TM ? mc - i0 : TM, nr = cend - j0 < TN ? cend - j0 : TN;
+        float *c = cs + i0 * ldc + (j0 - c0);
+        if (j->path == EM_BF16_AMX) kernel_amx(Kp, kc, ap + i0 * Kp + k0, b0, b1, c, ldc, !first);
+        else kernel_avx512(Kp, kc, ap + i0 * Kp + k0, b0, b1, c, ldc, !first, round_up(mr, 8));
+        if (last)
+          epilogue(c, ldc, mr, nr, j->out + ((z * j->M + r0 + i0) * j->N + j0) * (int64_t)es,
+                   j->f32, j->N, j->alpha, j->beta);
+      }
     }
   }
 }
@@ -291,13 +325,15 @@ int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *
   if (rows * cdiv(N, NC) < want) j.nc = round_up(cdiv(N, cdiv(want, rows)), TN);
   j.nblocks = cdiv(N, j.nc);
   uint16_t *bp = alloc64((size_t)(nbd * per_b) * sizeof *bp);
-  size_t a_elems = (size_t)(round_up(MC, TM) * Kp);
-  uint16_t *ap = alloc64((size_t)threads * a_elems * sizeof *ap);
+  /* per thread: the packed A block, then its float32 product (64-byte aligned) */
+  size_t a_bytes = (size_t)round_up(round_up(MC, TM) * Kp * 2, 64);
+  size_t per_thread = a_bytes + (size_t)(round_up(MC, TM) * round_up(j.nc, TN)) * sizeof(float);
+  char *ap = alloc64((size_t)threads * per_thread);
   if (bp == NULL || ap == NULL) {
     free(bp);
     free(ap);
     return em_error_kind_set(EM_ERR_OOM, "gemm: out of memory packing bfloat16 "
-                             "operands (%lld bytes)", (long long)((nbd * per_b + (int64_t)a_elems) * 2));
+                             "operands (%lld bytes)", (long long)(nbd * per_b * 2 + threads * (int64_t)per_thread));
   }
   j.bp = bp;
   const uint16_t *pb = (const uint16_t *)em_cpu_ptr(b);
@@ -311,11 +347,10 @@ int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *
   int64_t items = B * j.mblocks * j.nblocks;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float c[TM * TN] __attribute__((aligned(64)));
-    uint16_t *mine = ap + (size_t)omp_get_thread_num() * a_elems;
+    char *mine = ap + (size_t)omp_get_thread_num() * per_thread;
     if (path == EM_BF16_AMX) amx_begin();
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < items; t++) run_item(&j, t, mine, c);
+    for (int64_t t = 0; t < items; t++) run_item(&j, t, (uint16_t *)mine, (float *)(mine + a_bytes));
     if (path == EM_BF16_AMX) amx_end();
   }
   free(bp);
