@@ -315,7 +315,9 @@ int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *
   int64_t K = a->sizes[nd - 1], Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
   bool shared_b = em_gemm_outer_stride(b) == 0 && em_gemm_inner_stride(b) == 0;
   int64_t nbd = shared_b ? 1 : B, per_b = panels * Kp * PW;
-  double work = (double)B * (double)M * (double)N * (double)K;
+  /* a thread gets at least 128 grains of multiply-adds (4M, ~20 us on AMX): waking the other
+   * threads costs more than smaller products gain */
+  double work = (double)B * (double)M * (double)N * (double)K / 128;
   int threads = omp_in_parallel() ? 1 : em_threads_for(work < 1e18 ? (int64_t)work : (int64_t)1e18);
   job j = {path, M, N, K, Kp, a, NULL, shared_b ? 0 : per_b, em_cpu_ptr(out),
            out->dtype_id == EM_FLOAT32, (float)alpha, (float)beta, cdiv(M, MC), 0, 0};
