@@ -106,8 +106,9 @@ static void pack_a(const uint16_t *a, int64_t rs, int64_t cs, int64_t rows, int6
   }
 }
 
-/* Columns j0 .. j0+15 of b (K x N, strides rs, cs) as one panel of pairs (Kp / 2 rows of 32). */
-static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_t N,
+/* Columns j0 .. j0+15 of b (K x N, strides rs, cs) as one panel of pairs (Kp / 2 rows of 32).
+ * Only the bf16 paths pack, so the CPU has AVX-512 here. */
+AVX512BF16 static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_t N,
                          int64_t Kp, int64_t j0, uint16_t *dst) {
   int64_t nj = N - j0 < PW ? N - j0 : PW;
   if (nj < 0) nj = 0; /* a panel wholly past N (N is padded to TN = two panels) */
@@ -116,6 +117,12 @@ static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, i
       uint32_t row[PW];
       const uint16_t *s0 = b + 2 * p * rs + j0, *s1 = s0 + rs;
       int64_t n = 2 * p < K ? nj : 0;
+      if (n == PW && 2 * p + 1 < K) { /* 16 columns of two rows: widen, shift, merge */
+        __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s0));
+        __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s1));
+        _mm512_storeu_si512(dst + p * 2 * PW, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        continue;
+      }
       if (2 * p + 1 < K)
         for (int64_t j = 0; j < n; j++) row[j] = s0[j] | (uint32_t)s1[j] << 16;
       else
@@ -125,14 +132,20 @@ static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, i
     }
     return;
   }
-  memset(dst, 0, (size_t)(Kp * PW) * sizeof *dst);
-  if (rs == 1) { /* b = w^T (a Linear's weight): each column is contiguous along k */
-    for (int64_t j = 0; j < nj; j++) {
-      const uint16_t *src = b + (j0 + j) * cs;
-      for (int64_t k = 0; k < K; k++) dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = src[k];
+  if (rs == 1) { /* b = w^T (a Linear's weight): each pair of k is one 32-bit load per column */
+    for (int64_t p = 0; p < Kp / 2; p++) {
+      uint32_t row[PW] = {0};
+      int64_t k = 2 * p;
+      for (int64_t j = 0; j < nj && k < K; j++) {
+        const uint16_t *src = b + (j0 + j) * cs + k;
+        if (k + 1 < K) memcpy(&row[j], src, sizeof row[j]); /* little-endian: k low, k+1 high */
+        else row[j] = src[0];
+      }
+      memcpy(dst + p * 2 * PW, row, sizeof row);
     }
     return;
   }
+  memset(dst, 0, (size_t)(Kp * PW) * sizeof *dst);
   for (int64_t k = 0; k < K; k++)
     for (int64_t j = 0; j < nj; j++) dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = b[k * rs + (j0 + j) * cs];
 }
