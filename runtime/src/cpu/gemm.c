@@ -30,6 +30,7 @@
 
 #include "cpu.h"
 #include "gemm_bf16.h"
+#include "sgemm.h"
 
 /* Up to this many multiply-adds (M*N*K, with N > 1) a direct loop beats a BLAS call. Measured
  * on the build machine (2-core AMD EPYC, OpenBLAS 0.3.21 with AVX-512 kernels): sgemm costs
@@ -293,6 +294,34 @@ static int operand(const em_tensor *t, mat *m, em_tensor **keep) {
   return 0;
 }
 
+/* float32 batches (alpha 1, matrices, not vectors) on the AVX-512 kernel of sgemm.h, one
+ * matrix per iteration of a parallel loop over the batch, each packed into its thread's
+ * buffers: no BLAS call, so no per-matrix setup. Attention's products over [B, H, T, hd]
+ * views (B * H matrices of T x T x hd) ran at ~2 GFLOP/s one BLAS call at a time on the build
+ * machine. Returns 0, or 1 when it does not apply (the caller then takes BLAS). */
+static int packed_batches(const product *p, int64_t B) {
+  if (p->f64 || p->alpha != 1 || p->M == 1 || p->N == 1 || !em_sgemm_available()) return 1;
+  int64_t M = p->M, N = p->N, K = p->K;
+  int64_t asz = em_sgemm_a_size(M, K), bsz = em_sgemm_b_size(K, N);
+  int threads = omp_in_parallel() ? 1 : em_threads_for(work_of(B, M, N, K) / 64);
+  if (threads > B) threads = (int)B;
+  float *buf = malloc((size_t)threads * (size_t)(asz + bsz) * sizeof *buf);
+  if (buf == NULL) return 1;
+  const mat *ma = &p->a, *mb = &p->b;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t t = 0; t < B; t++) {
+    float *ap = buf + (size_t)omp_get_thread_num() * (size_t)(asz + bsz), *bp = ap + asz;
+    int64_t t1 = t / p->nb2, t2 = t % p->nb2;
+    const float *a = (const float *)ma->base + t1 * ma->sb1 + t2 * ma->sb2;
+    const float *b = (const float *)mb->base + t1 * mb->sb1 + t2 * mb->sb2;
+    em_sgemm_pack_a(ma->trans, M, K, a, ma->ld, ap);
+    em_sgemm_pack_b(mb->trans, K, N, b, mb->ld, bp);
+    em_sgemm_packed(M, N, K, ap, bp, (float)p->beta, NULL, (float *)p->out + t * M * N, N);
+  }
+  free(buf);
+  return 0;
+}
+
 /* a is [B,M,K] and b is shared: when a's rows are evenly spaced across its batches, the whole
  * batch is one [B*M, K] @ [K, N] product (a Linear layer on a [batch, seq, features] input). */
 static bool fold_batch(const em_tensor *a, const em_tensor *b, int64_t *rows, int64_t *rs) {
@@ -328,10 +357,15 @@ static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
   em_tensor *keep_a = NULL, *keep_b = NULL;
   int rc = -1;
   if (operand(a, &p.a, &keep_a) != 0 || operand(b, &p.b, &keep_b) != 0) goto done;
-  /* One matrix after another, each call free to use BLAS's threads. Running small matrices
-   * one per OpenMP thread with BLAS at one thread was measured and rejected: OpenBLAS 0.3.21
-   * (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8] bmm went from
-   * 0.1 ms to 2.8 ms. */
+  /* float32 batches on an AVX-512 CPU: one parallel loop over the batch on Ember's packed
+   * kernel. Otherwise one matrix after another, each call free to use BLAS's threads. Running
+   * small matrices one per OpenMP thread with BLAS at one thread was measured and rejected:
+   * OpenBLAS 0.3.21 (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8]
+   * bmm went from 0.1 ms to 2.8 ms. */
+  if (B > 1 && packed_batches(&p, B) == 0) {
+    rc = 0;
+    goto done;
+  }
   for (int64_t t = 0; t < B; t++) blas_one(&p, t);
   rc = 0;
 done:
