@@ -43,6 +43,8 @@ enum { TINY_WORK = 64 };
  * a thread costs ~3 us and gemv is bound by memory bandwidth, which the cores share. Below
  * this many matrix elements gemv runs on one thread; above it BLAS decides. */
 enum { GEMV_THREADED_MIN = 1 << 24 };
+/* The packed batch path's buffers (both operands of one matrix, per thread) at most: 32 MiB. */
+enum { PACKED_MAX_FLOATS = 1 << 23 };
 /* Column chunk of the loop paths: the accumulators of one output row chunk stay in L1. */
 enum { JCHUNK = 256 };
 
@@ -305,6 +307,8 @@ static int packed_batches(const product *p, int64_t B) {
   int64_t asz = em_sgemm_a_size(M, K), bsz = em_sgemm_b_size(K, N);
   int threads = omp_in_parallel() ? 1 : em_threads_for(work_of(B, M, N, K) / 64);
   if (threads > B) threads = (int)B;
+  /* large matrices: BLAS threads each product itself, and needs no packed copies */
+  if ((asz + bsz) * threads > PACKED_MAX_FLOATS) return 1;
   float *buf = malloc((size_t)threads * (size_t)(asz + bsz) * sizeof *buf);
   if (buf == NULL) return 1;
   const mat *ma = &p->a, *mb = &p->b;

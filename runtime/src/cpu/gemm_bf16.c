@@ -147,7 +147,8 @@ AVX512BF16 static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, i
   }
   memset(dst, 0, (size_t)(Kp * PW) * sizeof *dst);
   for (int64_t k = 0; k < K; k++)
-    for (int64_t j = 0; j < nj; j++) dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = b[k * rs + (j0 + j) * cs];
+    for (int64_t j = 0; j < nj; j++)
+      dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = b[k * rs + (j0 + j) * cs];
 }
 
 /* ---- the kernels: c (TM x TN floats) = A rows @ two B panels ------------------------------- */
@@ -243,7 +244,8 @@ AMXBF16 static void kernel_amx(int64_t lda, int64_t kc, const uint16_t *a, const
 AVX512BF16 static __m256i round_bf16(__m512 v) {
   __m512i u = _mm512_castps_si512(v);
   __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
   __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                           _mm512_set1_epi32(0x7f800000));
   __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
@@ -265,7 +267,8 @@ AVX512BF16 static void epilogue(const float *c, int64_t ldc, int64_t mr, int64_t
       } else {
         uint16_t *o = (uint16_t *)out + i * ldo + h;
         if (beta != 0) {
-          __m512i old = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, o)), 16);
+          __m256i prev = _mm256_maskz_loadu_epi16(m, o);
+          __m512i old = _mm512_slli_epi32(_mm512_cvtepu16_epi32(prev), 16);
           v = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(old), v);
         }
         _mm256_mask_storeu_epi16(o, m, round_bf16(v));
@@ -347,8 +350,9 @@ int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *
   if (bp == NULL || ap == NULL) {
     free(bp);
     free(ap);
-    return em_error_kind_set(EM_ERR_OOM, "gemm: out of memory packing bfloat16 "
-                             "operands (%lld bytes)", (long long)(nbd * per_b * 2 + threads * (int64_t)per_thread));
+    long long bytes = (long long)(nbd * per_b * 2 + threads * (int64_t)per_thread);
+    return em_error_kind_set(EM_ERR_OOM, "gemm: out of memory packing bfloat16 operands "
+                             "(%lld bytes)", bytes);
   }
   j.bp = bp;
   const uint16_t *pb = (const uint16_t *)em_cpu_ptr(b);
@@ -365,7 +369,8 @@ int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *
     char *mine = ap + (size_t)omp_get_thread_num() * per_thread;
     if (path == EM_BF16_AMX) amx_begin();
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < items; t++) run_item(&j, t, (uint16_t *)mine, (float *)(mine + a_bytes));
+    for (int64_t t = 0; t < items; t++)
+      run_item(&j, t, (uint16_t *)mine, (float *)(mine + a_bytes));
     if (path == EM_BF16_AMX) amx_end();
   }
   free(bp);

@@ -3,6 +3,7 @@
  * (gemm_bf16.c): AMX tiles (TDPBF16PS) where the CPU and the kernel offer them, else AVX-512
  * BF16 (VDPBF16PS). Both multiply bf16 pairs and accumulate in float32 over the whole K, and
  * the result is rounded once, to bfloat16 (nearest even, as dtype.c) or kept in float32.
+ * The instructions count subnormal inputs and products as zero, as bf16 hardware does.
  *
  * EMBER_CPU_BF16 chooses, read on every product (tests compare the paths in one process):
  *   unset, "1" or "auto": the best the CPU has; "amx": the same;
