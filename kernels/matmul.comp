@@ -2,7 +2,9 @@
 // variants: F32_L F32_S H16_L H16_S F64_S INT_S
 //
 // matmul.comp: the gemm slot, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]
-// (runtime/src/vulkan/vk_matmul.c launches it; backend.h states the contract).
+// (runtime/src/vulkan/vk_matmul.c launches it; backend.h states the contract). The batch,
+// one or two dims with any strides, is the grid's z (matmul_push.glsl), so a whole batched
+// product is one dispatch.
 //
 // Tiled in shared memory: a workgroup of 256 invocations computes a BM x BM tile of out (128 for
 // the _L variants, 64 for _S), walking K in slices of BK (8 or 16). Each invocation holds a TM x TM
@@ -92,20 +94,14 @@ layout(constant_id = 2) const uint SPEC_FLAGS = 0xffffffffu;
 #define V4 vec4
 #endif
 
-layout(push_constant) uniform Params {
-  uint M, N, K;
-  uint a_base, b_base, o_base;  // element offsets of the operands' first elements
-  int a_sm, a_sk, b_sk, b_sn;   // strides in elements (any sign; index math wraps in uint)
-  int a_sb, b_sb;               // batch strides (0: one matrix shared by every batch)
-  uint o_sb;
-  uint m0;                      // first row tile of this launch (large grids are split)
-  uint batch0;                  // first batch of this launch
-  uint n0;                      // first column tile of this launch
-  uint a_mode, b_mode, flags;   // the generic pipeline's A_MODE, B_MODE, FLAGS
-  uint ksplit;                  // split K (float32, one matrix): workgroup z sums K range
-                                // [z ksplit, (z + 1) ksplit) into partial product z; 0: no split
-  T alpha, beta;
-} p;
+#ifdef IS_F64
+#define MM_SCALAR double
+#elif defined(IS_INT)
+#define MM_SCALAR uint64_t
+#else
+#define MM_SCALAR float
+#endif
+#include "matmul_push.glsl"
 
 #ifdef IS_H16
 layout(std430, binding = 0) buffer OW { uint ow[]; };
@@ -353,14 +349,14 @@ void store_at(uint r, uint j, V4 acc, uint row0, uint col0, uint obase, uint tx,
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
   uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = (gl_WorkGroupID.x + p.n0) * BM;
-  uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
+  uint abase = mm_a_base(z), bbase = mm_b_base(z);
   uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
 
   ROWS(DECLARE)
   V4 ra, rb;
 
   // a split (p.ksplit, a multiple of BK) takes its own K range; its z picks the partial
-  // product it writes (the batch strides are 0: split products have one matrix)
+  // product it writes (the batch strides are 0 and nb2 1: split products have one matrix)
   uint kbeg = 0u;
   kend = p.K;
   if (p.ksplit != 0u) {
@@ -399,6 +395,6 @@ void main() {
     barrier();
   }
 
-  uint obase = p.o_base + z * p.o_sb;
+  uint obase = mm_o_base(z);
   ROWS(STORE)
 }

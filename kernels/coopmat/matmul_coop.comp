@@ -62,18 +62,10 @@ layout(constant_id = 0) const uint A_MODE = 0u;
 layout(constant_id = 1) const uint B_MODE = 0u;
 layout(constant_id = 2) const uint FLAGS = 0u;
 
-layout(push_constant) uniform Params {
-  uint M, N, K;
-  uint a_base, b_base, o_base;
-  int a_sm, a_sk, b_sk, b_sn;
-  int a_sb, b_sb;
-  uint o_sb;
-  uint m0;
-  uint batch0;
-  uint n0;
-  uint a_mode, b_mode, flags, pad_;  // unused here: this kernel is always specialized
-  float alpha, beta;
-} p;
+// The push constants and batch decomposition every matmul kernel shares (alpha, beta: float;
+// a_mode, b_mode, flags and ksplit unused here: this kernel is always specialized, never split).
+#define MM_SCALAR float
+#include "matmul_push.glsl"
 
 layout(std430, binding = 0) buffer OW { uint ow[]; };
 layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
@@ -179,7 +171,7 @@ void store_one(uint e, float acc) {
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
   uint row0 = (gl_WorkGroupID.y + p.m0) * BM, col0 = (gl_WorkGroupID.x + p.n0) * BN;
-  uint abase = p.a_base + z * uint(p.a_sb), bbase = p.b_base + z * uint(p.b_sb);
+  uint abase = mm_a_base(z), bbase = mm_b_base(z);
   uint warp = gl_SubgroupID, wm = warp % 2u, wn = warp / 2u;
 
   MAT_C acc[8];
@@ -230,7 +222,7 @@ void main() {
   }
 
   // Each 16 x 16 result through this subgroup's scratch: lane l writes row l / 2, 8 columns.
-  uint lane = gl_SubgroupInvocationID, obase = p.o_base + z * p.o_sb;
+  uint lane = gl_SubgroupInvocationID, obase = mm_o_base(z);
   uint r = lane / 2u, c8 = (lane % 2u) * 8u, scratch = warp * 256u;
   [[unroll]] for (uint i = 0u; i < 4u; i++) {
     [[unroll]] for (uint j = 0u; j < 2u; j++) {

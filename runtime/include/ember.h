@@ -581,6 +581,9 @@ typedef struct em_device_info {
                                such as item and copies to the CPU, synchronize, reuse of an
                                upload buffer); 0 for the CPU. Tests use it to show that an op
                                queues its work without waiting. */
+  int64_t dispatches;       /* kernels the device has been given to run so far (compute
+                               dispatches recorded; copies and fills not counted); 0 for the
+                               CPU. Tests use it to show that a batched product is one kernel. */
   char error[256];          /* why the device could not start, or "" */
 } em_device_info;
 

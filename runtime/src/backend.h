@@ -111,8 +111,15 @@ struct em_backend {
   int (*softmax)(int is_log, em_tensor *out, const em_tensor *x, int dim);
 
   /* ---- linear algebra ----
-   * out [B,M,N] = beta * out + alpha * a [B,M,K] @ b [B,K,N]. a and b may have any strides
-   * (a stride-0 batch dim means a shared matrix); out is contiguous. Floating dtypes. */
+   * out = beta * out + alpha * a @ b, every matrix of a batch at once.
+   * gemm(out, a, b, alpha, beta) takes operands with ndim 3 OR 4: [B, M, K] or [B1, B2, M, K]
+   * (same for b [.., K, N], out [.., M, N]); each operand has its own strides for each batch
+   * dim (0 = broadcast / shared). A flat batch index z in [0, B1*B2) maps to (z / B2, z % B2).
+   * out stays contiguous (its batch strides are then implied but pass them anyway).
+   * a and b may have any matrix strides too; all three have one dtype (floating or integer).
+   * The definition (ops/linalg.c) calls the slot once for up to two non-coalescible batch dims
+   * (attention's [B, H, T, hd] views), so a kernel puts the whole batch in one dispatch or one
+   * parallel loop. em_gemm_batches / em_gemm_batch_offset below read the batch geometry. */
   int (*gemm)(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha, double beta);
 
   /* ---- indexing (index tensors are int64, 0-based, bounds-checked unless check_index) ---- */
@@ -204,6 +211,28 @@ struct em_backend {
    * element read was inf or NaN, and left as it was otherwise. */
   int (*amp_unscale)(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
 };
+
+/* ---- the gemm slot's batch geometry ----
+ * A 3-D operand [B, M, K] reads as [1, B, M, K]: B2 = B and no outer dim, so every kernel
+ * handles both ranks with one formula. A size-1 batch dim's stride counts as 0. */
+static inline int64_t em_gemm_batches(const em_tensor *t) { /* B1 * B2 */
+  return t->ndim == 4 ? t->sizes[0] * t->sizes[1] : t->sizes[0];
+}
+static inline int64_t em_gemm_inner(const em_tensor *t) { /* B2 */
+  return t->sizes[t->ndim - 3];
+}
+/* The strides of the outer (B1) and inner (B2) batch dims, 0 where the dim has size 1. */
+static inline int64_t em_gemm_outer_stride(const em_tensor *t) {
+  return t->ndim == 4 && t->sizes[0] > 1 ? t->strides[0] : 0;
+}
+static inline int64_t em_gemm_inner_stride(const em_tensor *t) {
+  return t->sizes[t->ndim - 3] > 1 ? t->strides[t->ndim - 3] : 0;
+}
+/* Element offset (from t->offset) of flat batch z's matrix. */
+static inline int64_t em_gemm_batch_offset(const em_tensor *t, int64_t z) {
+  int64_t b2 = em_gemm_inner(t);
+  return (z / b2) * em_gemm_outer_stride(t) + (z % b2) * em_gemm_inner_stride(t);
+}
 
 extern const em_backend em_cpu_backend;
 extern const em_backend em_vulkan_backend; /* runtime/src/vulkan/vk_backend.c */

@@ -6,6 +6,8 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 "./$BUILD/bench_matmul"
+"./$BUILD/ember" tests/bench/matmul_bf16.lua
+"./$BUILD/ember" tests/bench/matmul_batched.lua
 "./$BUILD/ember" tests/bench/overhead.lua
 "./$BUILD/ember" tests/bench/elementwise.lua
 "./$BUILD/ember" tests/bench/training.lua

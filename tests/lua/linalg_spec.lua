@@ -661,3 +661,223 @@ describe('linalg errors', function()
     H.assert_error(function() ember.mm(a, b) end, 'mm: sizes beyond 2147483647 are not supported by BLAS')
   end)
 end)
+
+-- ---- batched products over any batch layout -------------------------------------------------
+-- The definition hands up to two batch dims that cannot be merged to the kernel in one call
+-- ([B1, B2, M, K] operands with their own batch strides); these check that call against the
+-- float64 loops on the layouts a model makes: attention's [B, H, T, hd] views of a [B, T, 3C]
+-- tensor, transposed and broadcast (stride-0) batch dims, a third batch dim (looped over by
+-- the definition), zero-size batches, and the gradients through such views.
+
+describe('batched products', function()
+  local function rand(shape, dtype)
+    local f = (dtype and dtype:match('int')) and ints(-9, 9) or function() return H.uniform(-2, 2) end
+    if prod(shape) == 0 then return ember.zeros(shape, { dtype = dtype }) end
+    return ember.tensor(H.nested(shape, f), { dtype = dtype })
+  end
+
+  -- q, k, v as [B, H, T, hd] views of one [B, T, 3 * H * hd] tensor (nanoGPT's split)
+  local function qkv(B, T, Hn, hd, dtype)
+    local x = rand({ B, T, 3 * Hn * hd }, dtype)
+    local v = x:view(B, T, 3, Hn, hd)
+    local function part(i) return v:select(3, i):transpose(2, 3) end
+    return part(1), part(2), part(3), x
+  end
+
+  it("multiplies attention's strided [B, H, T, hd] views (q @ k^T, att @ v)", function()
+    H.seed(31)
+    -- (B, T, H, hd): the direct loop (T*T*hd <= 64), BLAS, and sizes across its blocking
+    for _, s in ipairs({ { 2, 3, 2, 2 }, { 2, 9, 3, 5 }, { 3, 33, 4, 16 }, { 1, 70, 2, 24 } }) do
+      for _, dtype in ipairs({ 'float32', 'float64', 'bfloat16', 'float16', 'int32' }) do
+        local q, k, v = qkv(s[1], s[2], s[3], s[4], dtype)
+        local what = ('%s B=%d T=%d H=%d hd=%d'):format(dtype, s[1], s[2], s[3], s[4])
+        assert.is_false(q:is_contiguous())
+        local t = tol[dtype]
+        check_product(ember.matmul, q, k:transpose(-2, -1), t[1], t[2], what .. ' q @ k^T')
+        local att = rand({ s[1], s[3], s[2], s[2] }, dtype)
+        check_product(ember.matmul, att, v, t[1], t[2], what .. ' att @ v')
+        -- the transposed product of the backward: att^T @ v's layout
+        check_product(ember.matmul, att:transpose(-2, -1), v, t[1], t[2], what .. ' att^T @ v')
+      end
+    end
+  end)
+
+  it('multiplies 4-D batches with transposed and broadcast batch dims', function()
+    H.seed(32)
+    for _, dtype in ipairs({ 'float32', 'float64', 'bfloat16', 'int64' }) do
+      local t = tol[dtype]
+      local cases = {
+        -- transposed batch dims on both sides
+        { rand({ 3, 2, 7, 5 }, dtype):transpose(1, 2), rand({ 3, 2, 5, 6 }, dtype):transpose(1, 2) },
+        -- b shared along the outer dim (stride 0), a transposed
+        { rand({ 4, 3, 9, 8 }, dtype):transpose(1, 2), rand({ 1, 4, 8, 10 }, dtype):expand(3, 4, 8, 10) },
+        -- a shared along the inner dim, b with transposed matrices
+        { rand({ 2, 1, 6, 12 }, dtype):expand(2, 5, 6, 12), rand({ 2, 5, 11, 12 }, dtype):transpose(3, 4) },
+        -- broadcast in both dims by matmul's rules, edges of BLAS's blocks
+        { rand({ 2, 1, 65, 33 }, dtype), rand({ 3, 33, 17 }, dtype) },
+      }
+      for i, c in ipairs(cases) do
+        check_product(ember.matmul, c[1], c[2], t[1], t[2], ('%s 4-D case %d'):format(dtype, i))
+      end
+    end
+  end)
+
+  it('multiplies 5-D batches (a third batch dim the definition walks)', function()
+    H.seed(33)
+    for _, dtype in ipairs({ 'float32', 'float64' }) do
+      local t = tol[dtype]
+      local a = rand({ 4, 2, 3, 6, 5 }, dtype):permute(2, 3, 1, 4, 5) -- [2,3,4,6,5], no dims merge
+      local b = rand({ 3, 1, 4, 5, 7 }, dtype):permute(2, 1, 3, 4, 5):expand(2, 3, 4, 5, 7)
+      check_product(ember.matmul, a, b, t[1], t[2], dtype .. ' 5-D')
+      check_product(ember.matmul, a, rand({ 4, 5, 7 }, dtype), t[1], t[2], dtype .. ' 5-D @ 3-D')
+    end
+  end)
+
+  it('gives empty results for zero-size batches', function()
+    local function shape(x) return { unpack(x:size()) } end
+    local a = ember.zeros(0, 3, 4, 5)
+    assert.are.same({ 0, 3, 4, 6 }, shape(ember.matmul(a, ember.ones(3, 5, 6))))
+    local b = ember.ones(2, 0, 5, 6)
+    assert.are.same({ 2, 0, 4, 6 }, shape(ember.matmul(ember.ones(2, 1, 4, 5), b)))
+    local c = ember.ones(7, 2, 3, 4, 5):transpose(1, 2):narrow(2, 1, 0) -- [2,0,3,4,5]
+    assert.are.same({ 2, 0, 3, 4, 2 }, shape(ember.matmul(c, ember.ones(5, 2))))
+    -- the gradient of an empty batched product is empty too
+    local e = ember.zeros(2, 0, 4, 5):requires_grad_()
+    ember.matmul(e, ember.ones(2, 1, 5, 3)):sum():backward()
+    assert.are.same({ 2, 0, 4, 5 }, shape(e.grad))
+  end)
+
+  it('runs bmm and baddbmm over transposed and broadcast batches', function()
+    H.seed(34)
+    for _, dtype in ipairs({ 'float32', 'float64', 'bfloat16' }) do
+      local t = tol[dtype]
+      local a = rand({ 9, 4, 7 }, dtype):transpose(1, 2)      -- [4,9,7], batch stride 7
+      local b = rand({ 1, 7, 11 }, dtype):expand(4, 7, 11)    -- batch stride 0
+      check_product(ember.bmm, a, b, t[1], t[2], dtype .. ' bmm')
+      local c = rand({ 9, 11 }, dtype)
+      local av, ash = flat(a)
+      local bv, bsh = flat(b)
+      local cv, cs = flat(c)
+      local ev, es = ref_matmul(av, ash, bv, bsh, { c = cv, c_shape = cs, beta = 0.5, alpha = 2 })
+      check(ember.baddbmm(c, a, b, { beta = 0.5, alpha = 2 }), ev, es, t[1], t[2], dtype .. ' baddbmm')
+    end
+  end)
+
+  it("gives the gradients of attention's products on the views", function()
+    H.seed(35)
+    local B, T, Hn, hd = 2, 6, 3, 4
+    local q, k, v, x = qkv(B, T, Hn, hd, 'float64')
+    x = x:detach():requires_grad_()
+    local xv = x:view(B, T, 3, Hn, hd)
+    local function part(i) return xv:select(3, i):transpose(2, 3) end
+    local att = part(1):matmul(part(2):transpose(-2, -1))
+    local y = att:matmul(part(3))
+    local g = rand({ B, Hn, T, hd }, 'float64')
+    y:backward(g)
+    -- the same gradients from the float64 loops: datt = g v^T, dv = att^T g, dq = datt k,
+    -- dk = datt^T q
+    local function mm(p, pt, r, rt)
+      local pv, ps = flat(pt and p:transpose(-2, -1) or p)
+      local rv, rs = flat(rt and r:transpose(-2, -1) or r)
+      local ev, es = ref_matmul(pv, ps, rv, rs)
+      return ember.tensor(ev, { dtype = 'float64' }):view(es)
+    end
+    local attv = mm(q, false, k, true)
+    local datt = mm(g, false, v, true)
+    local want = { mm(datt, false, k, false), mm(datt, true, q, false), mm(attv, true, g, false) }
+    local gx = x.grad:view(B, T, 3, Hn, hd)
+    for i = 1, 3 do
+      local got = gx:select(3, i):transpose(2, 3)
+      local wv, ws = flat(want[i])
+      check(got, wv, ws, 1e-12, 1e-12, ('d%s'):format(({ 'q', 'k', 'v' })[i]))
+    end
+  end)
+end)
+
+-- ---- bfloat16 on the CPU's bf16 instructions -------------------------------------------------
+-- cpu/gemm_bf16.c multiplies bfloat16 with AMX tiles or AVX-512 BF16 where the CPU has them,
+-- and EMBER_CPU_BF16 chooses the path: every path is checked against the float64 product of
+-- the same (bf16-rounded) inputs, with one rounding of the result allowed (2^-8 relative) on top
+-- of float32 accumulation. On a CPU without the instructions all three run the portable path.
+
+describe('bfloat16 matmul paths', function()
+  pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+  local function with_env(name, value, f)
+    ffi.C.setenv(name, value, 1)
+    local ok, err = pcall(f)
+    ffi.C.unsetenv(name)
+    if not ok then error(err, 0) end
+  end
+  local function rand(shape)
+    return ember.tensor(H.nested(shape, function() return H.uniform(-2, 2) end),
+      { dtype = 'bfloat16' })
+  end
+  -- got (bfloat16) against the float64 product of the bf16 inputs: 2^-8 of the value for the
+  -- final rounding, and float32 accumulation error over K terms of |a||b| <= 4
+  local function agree(got, a, b, what, c, beta, alpha)
+    local av, ash = flat(a:to('float64'))
+    local bv, bsh = flat(b:to('float64'))
+    local opts
+    if c then
+      local cv, cs = flat(c:to('float64'))
+      opts = { c = cv, c_shape = cs, beta = beta, alpha = alpha }
+    end
+    local ev, es = ref_matmul(av, ash, bv, bsh, opts)
+    assert.are.equal('bfloat16', got:dtype(), what)
+    local K = a:size(a:dim())
+    check(got:to('float64'), ev, es, 2 ^ -8, 4 * K * 2 ^ -22 * (alpha and math.abs(alpha) or 1) + 1e-30, what)
+  end
+
+  for _, mode in ipairs({ '1', 'avx512', '0' }) do
+    it('EMBER_CPU_BF16=' .. mode .. ': products of every shape and layout', function()
+      H.seed(41)
+      with_env('EMBER_CPU_BF16', mode, function()
+        -- (M, K, N): tiny, tile edges (32), K not a multiple of 32, several K tiles, gemv
+        for _, s in ipairs({ { 1, 1, 1 }, { 7, 5, 3 }, { 32, 32, 32 }, { 33, 65, 17 },
+          { 65, 37, 100 }, { 64, 300, 96 }, { 1, 70, 50 }, { 50, 70, 1 } }) do
+          local M, K, N = s[1], s[2], s[3]
+          local what = ('%s %dx%dx%d'):format(mode, M, K, N)
+          local a, b = rand({ M, K }), rand({ K, N })
+          agree(a:matmul(b), a, b, what)
+          local at, bt = rand({ K, M }):t(), rand({ N, K }):t() -- x @ w:t() (Linear)
+          agree(at:matmul(bt), at, bt, what .. ' transposed')
+          local as = rand({ M, 2 * K })[{ {}, { 1, -1, 2 } }] -- column stride 2
+          agree(as:matmul(b), as, b, what .. ' strided')
+        end
+        -- batches: shared weight (stride 0), 4-D attention-like views, bmm
+        local x, w = rand({ 3, 20, 40 }), rand({ 40, 33 })
+        agree(x:matmul(w), x, w, mode .. ' batch @ shared')
+        local qkv = rand({ 2, 17, 3 * 2 * 8 }):view(2, 17, 3, 2, 8)
+        local q, k = qkv:select(3, 1):transpose(2, 3), qkv:select(3, 2):transpose(2, 3)
+        agree(q:matmul(k:transpose(-2, -1)), q, k:transpose(-2, -1), mode .. ' q @ k^T')
+        local a3, b3 = rand({ 4, 9, 70 }):transpose(1, 2), rand({ 1, 70, 5 }):expand(9, 70, 5)
+        agree(ember.bmm(a3, b3), a3, b3, mode .. ' bmm')
+        -- alpha and beta, rounded once
+        local c, a, b = rand({ 33, 40 }), rand({ 33, 50 }), rand({ 50, 40 })
+        agree(ember.addmm(c, a, b, { beta = 0.5, alpha = -2 }), a, b, mode .. ' addmm', c, 0.5, -2)
+        local c3, x3, y3 = rand({ 40 }), rand({ 2, 33, 50 }), rand({ 2, 50, 40 })
+        agree(ember.baddbmm(c3, x3, y3, { beta = 1, alpha = 1 }), x3, y3, mode .. ' baddbmm', c3, 1, 1)
+      end)
+    end)
+  end
+
+  it('keeps NaN and infinity, ignores c when beta = 0, and refuses a misspelt path', function()
+    for _, mode in ipairs({ '1', 'avx512', '0' }) do
+      with_env('EMBER_CPU_BF16', mode, function()
+        local a = ember.tensor({ { 1, 0 / 0 }, { 1, 2 }, { 3e38, 3e38 } }, { dtype = 'bfloat16' })
+        local b = ember.tensor({ { 1, 1 }, { 1, 1 } }, { dtype = 'bfloat16' })
+        local r = a:matmul(b):to('float64'):totable()
+        assert.is_true(r[1][1] ~= r[1][1] and r[1][2] ~= r[1][2], mode .. ': NaN')
+        assert.are.same({ 3, 3 }, r[2], mode)
+        assert.are.equal(math.huge, r[3][1], mode .. ': overflow to infinity')
+        local nan = ember.full({ 1, 2 }, 0 / 0, { dtype = 'bfloat16' })
+        local z = ember.addmm(nan, a[{ { 2, 2 } }], b, { beta = 0 }):to('float64'):totable()
+        assert.are.same({ { 3, 3 } }, z, mode .. ': beta = 0')
+      end)
+    end
+    with_env('EMBER_CPU_BF16', 'amx2', function()
+      H.assert_error(function() ember.ones(2, 2, { dtype = 'bfloat16' }):matmul(ember.ones(2, 2, { dtype = 'bfloat16' })) end,
+        "matmul: EMBER_CPU_BF16: expected 0, 1, auto, amx or avx512, got 'amx2'")
+    end)
+  end)
+end)

@@ -2,7 +2,9 @@
 -- CPU: every floating dtype, sizes around and across the 64- and 128-wide tiles (the large tile
 -- forced through EMBER_VK_MATMUL_TILE=L), K = 0 and empty results, operands transposed, sliced,
 -- offset and broadcast (stride 0), batches with a shared matrix, alpha and beta, the vector
--- products built on gemm, the gradients of matmul and linear, and the integer dtypes.
+-- products built on gemm, the gradients of matmul and linear, and the integer dtypes. Batched
+-- products over any batch layout (attention's [B, H, T, hd] views, transposed and broadcast
+-- batch dims) are one dispatch each, counted through the device's dispatch counter.
 --
 -- The cooperative-matrix kernel (float16 on tensor cores) needs a device that lavapipe is not:
 -- tests/gpu/matmul.lua checks it on a GPU.
@@ -150,6 +152,113 @@ describe('vulkan matmul (' .. V .. ')', function()
       check(dt .. ' bmm transposed/expanded',
         on(a):transpose(2, 3):matmul(on(b):expand(5, 20, 7)),
         a:transpose(2, 3):matmul(b:expand(5, 20, 7)), 20)
+    end
+  end)
+
+  -- kernels the device has been given so far (em_device_info.dispatches)
+  local function dispatches() return ember.device(V):info().dispatches end
+  -- f's result and how many kernels it dispatched
+  local function counted(f)
+    local before = dispatches()
+    local r = f()
+    return r, dispatches() - before
+  end
+
+  it("runs attention's products on strided [B, H, T, hd] views as ONE dispatch", function()
+    -- q, k, v: [B, H, T, hd] views of one [B, T, 3 * H * hd] tensor (a transposed
+    -- [B, T, 3, H, hd]), whose B and H dims cannot be merged into one batch stride
+    for _, dt in ipairs(dtypes) do
+      for _, s in ipairs({ { 2, 9, 3, 5 }, { 2, 65, 4, 16 }, { 3, 130, 2, 24 } }) do
+        local B, T, Hn, hd = s[1], s[2], s[3], s[4]
+        local x = data(dt, { B, T, 3 * Hn * hd })
+        local function parts(t)
+          local w = t:view(B, T, 3, Hn, hd)
+          return w:select(3, 1):transpose(2, 3), w:select(3, 2):transpose(2, 3),
+            w:select(3, 3):transpose(2, 3)
+        end
+        local q, k, v = parts(x)
+        local vq, vk, vv = parts(on(x))
+        local what = ('%s B=%d T=%d H=%d hd=%d'):format(dt, B, T, Hn, hd)
+        local att, n = counted(function() return vq:matmul(vk:transpose(-2, -1)) end)
+        assert.are.equal(1, n, what .. ' q @ k^T: dispatches')
+        local want = q:matmul(k:transpose(-2, -1))
+        check(what .. ' q @ k^T', att, want, hd)
+        local y, m = counted(function() return att:matmul(vv) end)
+        assert.are.equal(1, m, what .. ' att @ v: dispatches')
+        check(what .. ' att @ v', y, att:to('cpu'):matmul(v), T)
+      end
+    end
+  end)
+
+  it('runs bmm, baddbmm and 4-D products over transposed and broadcast batch dims as one dispatch', function()
+    for _, dt in ipairs({ 'float32', 'float16', 'bfloat16', 'int32' }) do
+      local a = data(dt, { 9, 4, 7 })
+      local b = data(dt, { 1, 7, 11 })
+      local c = data(dt, { 9, 11 })
+      local ta, eb = a:transpose(1, 2), b:expand(4, 7, 11)    -- batch strides 7 and 0
+      local vta, veb = on(a):transpose(1, 2), on(b):expand(4, 7, 11)
+      local r, n = counted(function() return vta:bmm(veb) end)
+      assert.are.equal(1, n, dt .. ' bmm: dispatches')
+      check(dt .. ' bmm', r, ta:bmm(eb), 7)
+      local o = { beta = 0.5, alpha = 2 }
+      if dt == 'int32' then o = { beta = 2, alpha = -3 } end
+      r, n = counted(function() return ember.baddbmm(on(c), vta, veb, o) end)
+      -- c is first copied (broadcast) into the result, one kernel; the product is one more
+      assert.are.equal(2, n, dt .. ' baddbmm: dispatches')
+      check(dt .. ' baddbmm', r, ember.baddbmm(c, ta, eb, o), 7)
+      -- 4-D: a with transposed batch dims, b shared along the outer dim (stride 0)
+      local a4, b4 = data(dt, { 4, 3, 65, 8 }), data(dt, { 1, 4, 8, 70 })
+      local f = function(x, y) return x:transpose(1, 2):matmul(y:expand(3, 4, 8, 70)) end
+      r, n = counted(function() return f(on(a4), on(b4)) end)
+      assert.are.equal(1, n, dt .. ' 4-D: dispatches')
+      check(dt .. ' 4-D', r, f(a4, b4), 8)
+      -- a shared along the inner dim, b with transposed matrices, across the 128-wide tile
+      with_env('EMBER_VK_MATMUL_TILE', 'L', function()
+        local a5, b5 = data(dt, { 2, 1, 130, 12 }), data(dt, { 2, 3, 129, 12 })
+        local g = function(x, y) return x:expand(2, 3, 130, 12):matmul(y:transpose(3, 4)) end
+        r, n = counted(function() return g(on(a5), on(b5)) end)
+        assert.are.equal(1, n, dt .. ' 4-D L: dispatches')
+        check(dt .. ' 4-D L', r, g(a5, b5), 12)
+      end)
+    end
+  end)
+
+  it('walks only a third batch dim (5-D), and handles zero-size batches', function()
+    local a = data('float32', { 4, 2, 3, 6, 5 })
+    local b = data('float32', { 3, 1, 4, 5, 7 })
+    local f = function(x, y) -- [2,3,4,6,5] @ [2,3,4,5,7]: no two batch dims merge
+      return x:permute(2, 3, 1, 4, 5):matmul(y:permute(2, 1, 3, 4, 5):expand(2, 3, 4, 5, 7))
+    end
+    local r, n = counted(function() return f(on(a), on(b)) end)
+    assert.are.equal(2, n, '5-D: one dispatch per index of the outermost dim')
+    check('5-D', r, f(a, b), 5)
+    local z, m = counted(function() return on(ember.zeros(2, 0, 4, 5)):matmul(on(ember.ones(5, 3))) end)
+    assert.are.equal(0, m, 'zero-size batch: nothing to dispatch')
+    assert.are.same({ 2, 0, 4, 3 }, { unpack(z:size()) })
+  end)
+
+  it('splits a 4-D grid beyond the device limit (flat batch index past 65535)', function()
+    local a = data('float32', { 250, 300, 1, 2 })
+    local b = data('float32', { 300, 1, 2, 3 })
+    local f = function(x, y) return x:transpose(1, 2):matmul(y:expand(300, 250, 2, 3)) end
+    check('[300, 250] batches', f(on(a), on(b)), f(a, b), 2)
+  end)
+
+  it("gives the CPU's gradients through attention's products on the views", function()
+    for _, dt in ipairs({ 'float32', 'bfloat16' }) do
+      local B, T, Hn, hd = 2, 17, 3, 8
+      local x0, g0 = data(dt, { B, T, 3 * Hn * hd }), data(dt, { B, Hn, T, hd })
+      local function grad(dev)
+        local x = x0:to(dev):detach():requires_grad_()
+        local w = x:view(B, T, 3, Hn, hd)
+        local function part(i) return w:select(3, i):transpose(2, 3) end
+        local att = part(1):matmul(part(2):transpose(-2, -1))
+        att:matmul(part(3)):backward(g0:to(dev))
+        return x.grad
+      end
+      local want = grad('cpu')
+      local t = tol(dt, T * hd)
+      VK.agree(grad(V), want, dt .. ' attention x.grad', { t[1] * 2, t[2] * 9 })
     end
   end)
 

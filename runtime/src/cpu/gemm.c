@@ -2,7 +2,10 @@
  * gemm.c: the CPU's matrix product, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N].
  *
  * Every product op (matmul, mm, mv, bmm, dot, outer, addmm, baddbmm) arrives here through the
- * gemm slot (backend.h). On top of the slot's contract the definitions guarantee B, M, N > 0
+ * gemm slot (backend.h), 3-D or 4-D: a 4-D call ([B1, B2, M, K], attention's [B, H, T, hd]
+ * views) is one pass over its B1 * B2 matrices, the operands' batch offsets computed per flat
+ * index (em_gemm_batch_offset), so nothing is set up again per matrix. On top of the slot's
+ * contract the definitions guarantee B, M, N > 0
  * (empty results never reach a kernel); K may be 0, which leaves beta * out. beta == 0 means
  * out is not read at all: a fresh output may hold anything, NaN included, and must not leak
  * into the result (PyTorch's rule for addmm with beta = 0).
@@ -13,7 +16,9 @@
  *    transposed views cost no copy; other layouts are copied to contiguous memory once per
  *    batch. M == 1 or N == 1 go to gemv and M == N == 1 to dot, which OpenBLAS runs much faster
  *    than a degenerate gemm. Tiny products skip BLAS: its per-call overhead dominates there.
- *  - float16/bfloat16: converted to float32, multiplied there, converted back.
+ *  - bfloat16: Ember's own kernel on the CPU's bf16 dot-product instructions (gemm_bf16.c)
+ *    where the CPU has AVX512_BF16; otherwise as float16.
+ *  - float16: converted to float32, multiplied there, converted back.
  *  - integer dtypes: a plain strided loop, accumulating modulo 2^64 in unsigned arithmetic,
  *    so overflow wraps like PyTorch's instead of being undefined behaviour.
  *  - bool: refused (the definitions refuse it first).
@@ -24,6 +29,8 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "gemm_bf16.h"
+#include "sgemm.h"
 
 /* Up to this many multiply-adds (M*N*K, with N > 1) a direct loop beats a BLAS call. Measured
  * on the build machine (2-core AMD EPYC, OpenBLAS 0.3.21 with AVX-512 kernels): sgemm costs
@@ -36,8 +43,16 @@ enum { TINY_WORK = 64 };
  * a thread costs ~3 us and gemv is bound by memory bandwidth, which the cores share. Below
  * this many matrix elements gemv runs on one thread; above it BLAS decides. */
 enum { GEMV_THREADED_MIN = 1 << 24 };
+/* The packed batch path's buffers (both operands of one matrix, per thread) at most: 32 MiB. */
+enum { PACKED_MAX_FLOATS = 1 << 23 };
 /* Column chunk of the loop paths: the accumulators of one output row chunk stay in L1. */
 enum { JCHUNK = 256 };
+
+/* The matrix dims of a slot operand, 3-D or 4-D. */
+#define ROWS(t) ((t)->sizes[(t)->ndim - 2])
+#define COLS(t) ((t)->sizes[(t)->ndim - 1])
+#define RSTRIDE(t) ((t)->strides[(t)->ndim - 2])
+#define CSTRIDE(t) ((t)->strides[(t)->ndim - 1])
 
 /* M*N*K (times B) for choosing paths, saturated: an expanded operand can make it overflow. */
 static int64_t work_of(int64_t B, int64_t M, int64_t N, int64_t K) {
@@ -81,11 +96,12 @@ static void scale_out(em_tensor *out, double beta) {
 
 /* ---- layouts -------------------------------------------------------------------------------- */
 
-/* One operand as BLAS sees it: element (i, j) of batch t is at
- * base + t * batch + (trans ? j * ld + i : i * ld + j), in elements. */
+/* One operand as BLAS sees it: element (i, j) of flat batch t is at
+ * base + (t / nb2) * sb1 + (t % nb2) * sb2 + (trans ? j * ld + i : i * ld + j), in elements
+ * (nb2: the inner batch dim's size, em_gemm_inner). */
 typedef struct mat {
   const char *base;
-  int64_t batch; /* 0: one matrix shared by every batch */
+  int64_t sb1, sb2; /* batch strides, outer and inner; 0: shared by those batches */
   int64_t ld;
   bool trans;
 } mat;
@@ -112,19 +128,23 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, mat 
   return false;
 }
 
-/* A contiguous copy of the [B, R, C] view t in `dtype`, made once: a shared matrix (batch
- * stride 0) is copied once and viewed again with batch stride 0. Returns a new reference, or
- * NULL with an out-of-memory error. */
+/* A contiguous copy of the [B, R, C] or [B1, B2, R, C] view t in `dtype`, made once: a
+ * matrix shared along a batch dim (stride 0) is copied once and viewed again with stride 0
+ * there. Returns a new reference, or NULL with an out-of-memory error. */
 static em_tensor *contiguous_copy(const em_tensor *t, em_dtype dtype) {
-  bool shared = t->strides[0] == 0 && t->sizes[0] > 1;
+  bool shared = false;
   em_tensor src = *t;
-  if (shared) src.sizes[0] = 1;
-  em_tensor *c = em_empty(3, src.sizes, dtype, EM_CPU);
+  for (int d = 0; d < t->ndim - 2; d++)
+    if (t->strides[d] == 0 && t->sizes[d] > 1) src.sizes[d] = 1, shared = true;
+  em_tensor *c = em_empty(t->ndim, src.sizes, dtype, EM_CPU);
   if (c == NULL) return NULL;
   em_cpu_copy(c, &src);
   if (!shared) return c;
-  int64_t strides[3] = {0, t->sizes[2], 1};
-  em_tensor *v = em_tensor_view_of(c, 3, t->sizes, strides, 0);
+  int64_t strides[EM_MAX_DIMS];
+  em_contiguous_strides(t->ndim, src.sizes, strides);
+  for (int d = 0; d < t->ndim - 2; d++)
+    if (src.sizes[d] != t->sizes[d]) strides[d] = 0;
+  em_tensor *v = em_tensor_view_of(c, t->ndim, t->sizes, strides, 0);
   em_release(c);
   return v;
 }
@@ -161,18 +181,21 @@ TINY_LOOP(tiny_f64, double)
 
 static void tiny_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                       double beta) {
-  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t B = em_gemm_batches(out), M = ROWS(out), N = COLS(out), K = COLS(a);
   size_t es = em_dtypes[out->dtype_id].size;
+  /* many tiny matrices (attention over short sequences) share the cores */
+  int threads = omp_in_parallel() ? 1 : em_threads_for(work_of(B, M, N, K));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t t = 0; t < B; t++) {
     char *o = em_cpu_ptr(out) + (size_t)(t * M * N) * es;
-    const char *ap = em_cpu_ptr(a) + t * a->strides[0] * (int64_t)es;
-    const char *bp = em_cpu_ptr(b) + t * b->strides[0] * (int64_t)es;
+    const char *ap = em_cpu_ptr(a) + em_gemm_batch_offset(a, t) * (int64_t)es;
+    const char *bp = em_cpu_ptr(b) + em_gemm_batch_offset(b, t) * (int64_t)es;
     if (out->dtype_id == EM_FLOAT32)
-      tiny_f32((float *)o, (const float *)ap, a->strides[1], a->strides[2], (const float *)bp,
-               b->strides[1], b->strides[2], M, N, K, (float)alpha, (float)beta);
+      tiny_f32((float *)o, (const float *)ap, RSTRIDE(a), CSTRIDE(a), (const float *)bp,
+               RSTRIDE(b), CSTRIDE(b), M, N, K, (float)alpha, (float)beta);
     else
-      tiny_f64((double *)o, (const double *)ap, a->strides[1], a->strides[2],
-               (const double *)bp, b->strides[1], b->strides[2], M, N, K, alpha, beta);
+      tiny_f64((double *)o, (const double *)ap, RSTRIDE(a), CSTRIDE(a), (const double *)bp,
+               RSTRIDE(b), CSTRIDE(b), M, N, K, alpha, beta);
   }
 }
 
@@ -186,6 +209,7 @@ static void tiny_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, do
 typedef struct product {
   bool f64;
   int M, N, K;
+  int64_t nb2; /* the inner batch dim's size */
   mat a, b;
   char *out;
   double alpha, beta;
@@ -219,8 +243,9 @@ static void gemv_b(const product *p, const char *a, const char *b, char *o) {
 /* out[t] for one batch index t. */
 static void blas_one(const product *p, int64_t t) {
   size_t es = p->f64 ? 8 : 4;
-  const char *a = p->a.base + t * p->a.batch * (int64_t)es; /* batch strides may be < 0 */
-  const char *b = p->b.base + t * p->b.batch * (int64_t)es;
+  int64_t t1 = t / p->nb2, t2 = t % p->nb2; /* batch strides may be < 0 */
+  const char *a = p->a.base + (t1 * p->a.sb1 + t2 * p->a.sb2) * (int64_t)es;
+  const char *b = p->b.base + (t1 * p->b.sb1 + t2 * p->b.sb2) * (int64_t)es;
   char *o = p->out + (size_t)t * (size_t)p->M * (size_t)p->N * es;
   int M = p->M, N = p->N, K = p->K;
   const mat *ma = &p->a, *mb = &p->b;
@@ -259,23 +284,52 @@ static void blas_one(const product *p, int64_t t) {
  * the copy (or NULL) to release after the product. */
 static int operand(const em_tensor *t, mat *m, em_tensor **keep) {
   *keep = NULL;
-  if (blas_layout(t->sizes[1], t->sizes[2], t->strides[1], t->strides[2], m)) {
-    m->base = em_cpu_ptr(t);
-    m->batch = t->sizes[0] == 1 ? 0 : t->strides[0];
-    return 0;
+  if (!blas_layout(ROWS(t), COLS(t), RSTRIDE(t), CSTRIDE(t), m)) {
+    em_tensor *c = contiguous_copy(t, (em_dtype)t->dtype_id);
+    if (c == NULL) return -1;
+    blas_layout(ROWS(c), COLS(c), RSTRIDE(c), CSTRIDE(c), m);
+    t = *keep = c;
   }
-  em_tensor *c = contiguous_copy(t, (em_dtype)t->dtype_id);
-  if (c == NULL) return -1;
-  blas_layout(c->sizes[1], c->sizes[2], c->strides[1], c->strides[2], m);
-  m->base = em_cpu_ptr(c);
-  m->batch = c->sizes[0] == 1 ? 0 : c->strides[0];
-  *keep = c;
+  m->base = em_cpu_ptr(t);
+  m->sb1 = em_gemm_outer_stride(t);
+  m->sb2 = em_gemm_inner_stride(t);
+  return 0;
+}
+
+/* float32 batches (alpha 1, matrices, not vectors) on the AVX-512 kernel of sgemm.h, one
+ * matrix per iteration of a parallel loop over the batch, each packed into its thread's
+ * buffers: no BLAS call, so no per-matrix setup. Attention's products over [B, H, T, hd]
+ * views (B * H matrices of T x T x hd) ran at ~2 GFLOP/s one BLAS call at a time on the build
+ * machine. Returns 0, or 1 when it does not apply (the caller then takes BLAS). */
+static int packed_batches(const product *p, int64_t B) {
+  if (p->f64 || p->alpha != 1 || p->M == 1 || p->N == 1 || !em_sgemm_available()) return 1;
+  int64_t M = p->M, N = p->N, K = p->K;
+  int64_t asz = em_sgemm_a_size(M, K), bsz = em_sgemm_b_size(K, N);
+  int threads = omp_in_parallel() ? 1 : em_threads_for(work_of(B, M, N, K) / 64);
+  if (threads > B) threads = (int)B;
+  /* large matrices: BLAS threads each product itself, and needs no packed copies */
+  if ((asz + bsz) * threads > PACKED_MAX_FLOATS) return 1;
+  float *buf = malloc((size_t)threads * (size_t)(asz + bsz) * sizeof *buf);
+  if (buf == NULL) return 1;
+  const mat *ma = &p->a, *mb = &p->b;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t t = 0; t < B; t++) {
+    float *ap = buf + (size_t)omp_get_thread_num() * (size_t)(asz + bsz), *bp = ap + asz;
+    int64_t t1 = t / p->nb2, t2 = t % p->nb2;
+    const float *a = (const float *)ma->base + t1 * ma->sb1 + t2 * ma->sb2;
+    const float *b = (const float *)mb->base + t1 * mb->sb1 + t2 * mb->sb2;
+    em_sgemm_pack_a(ma->trans, M, K, a, ma->ld, ap);
+    em_sgemm_pack_b(mb->trans, K, N, b, mb->ld, bp);
+    em_sgemm_packed(M, N, K, ap, bp, (float)p->beta, NULL, (float *)p->out + t * M * N, N);
+  }
+  free(buf);
   return 0;
 }
 
 /* a is [B,M,K] and b is shared: when a's rows are evenly spaced across its batches, the whole
  * batch is one [B*M, K] @ [K, N] product (a Linear layer on a [batch, seq, features] input). */
 static bool fold_batch(const em_tensor *a, const em_tensor *b, int64_t *rows, int64_t *rs) {
+  if (a->ndim != 3) return false; /* the definition has merged what folds into one dim */
   int64_t B = a->sizes[0], M = a->sizes[1];
   if (B == 1 || b->strides[0] != 0 || (a->sizes[2] > 1 && a->strides[2] != 1)) return false;
   int64_t step = M == 1 ? a->strides[0] : a->strides[1];
@@ -287,7 +341,7 @@ static bool fold_batch(const em_tensor *a, const em_tensor *b, int64_t *rows, in
 
 static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                      double beta) {
-  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t B = em_gemm_batches(out), M = ROWS(out), N = COLS(out), K = COLS(a);
   em_tensor folded;
   int64_t rows, rs;
   if (fold_batch(a, b, &rows, &rs)) {
@@ -302,15 +356,20 @@ static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
   if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
     return em_error("sizes beyond %d are not supported by BLAS (M = %lld, N = %lld, K = %lld)",
                     INT_MAX, (long long)M, (long long)N, (long long)K);
-  product p = {out->dtype_id == EM_FLOAT64, (int)M, (int)N, (int)K, {0}, {0}, em_cpu_ptr(out),
-               alpha, beta};
+  product p = {out->dtype_id == EM_FLOAT64, (int)M, (int)N, (int)K, B == 1 ? 1 : em_gemm_inner(out),
+               {0}, {0}, em_cpu_ptr(out), alpha, beta};
   em_tensor *keep_a = NULL, *keep_b = NULL;
   int rc = -1;
   if (operand(a, &p.a, &keep_a) != 0 || operand(b, &p.b, &keep_b) != 0) goto done;
-  /* One matrix after another, each call free to use BLAS's threads. Running small matrices
-   * one per OpenMP thread with BLAS at one thread was measured and rejected: OpenBLAS 0.3.21
-   * (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8] bmm went from
-   * 0.1 ms to 2.8 ms. */
+  /* float32 batches on an AVX-512 CPU: one parallel loop over the batch on Ember's packed
+   * kernel. Otherwise one matrix after another, each call free to use BLAS's threads. Running
+   * small matrices one per OpenMP thread with BLAS at one thread was measured and rejected:
+   * OpenBLAS 0.3.21 (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8]
+   * bmm went from 0.1 ms to 2.8 ms. */
+  if (B > 1 && packed_batches(&p, B) == 0) {
+    rc = 0;
+    goto done;
+  }
   for (int64_t t = 0; t < B; t++) blas_one(&p, t);
   rc = 0;
 done:
@@ -327,7 +386,7 @@ static int gemm_floating(em_tensor *out, const em_tensor *a, const em_tensor *b,
 static int half_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                      double beta) {
   em_tensor *fa = contiguous_copy(a, EM_FLOAT32), *fb = contiguous_copy(b, EM_FLOAT32);
-  em_tensor *fo = em_empty(3, out->sizes, EM_FLOAT32, EM_CPU);
+  em_tensor *fo = em_empty(out->ndim, out->sizes, EM_FLOAT32, EM_CPU);
   int rc = -1;
   if (fa && fb && fo) {
     if (beta != 0) em_cpu_copy(fo, out);
@@ -342,9 +401,14 @@ static int half_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
 
 static int gemm_floating(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                          double beta) {
+  if (out->dtype_id == EM_BFLOAT16) {
+    int path = em_bf16_gemm_path();
+    if (path < 0) return -1;
+    if (path != EM_BF16_PORTABLE) return em_bf16_gemm(path, out, a, b, alpha, beta);
+  }
   if (out->dtype_id == EM_FLOAT16 || out->dtype_id == EM_BFLOAT16)
     return half_gemm(out, a, b, alpha, beta);
-  if (work_of(1, out->sizes[1], out->sizes[2], a->sizes[2]) <= TINY_WORK && out->sizes[2] > 1) {
+  if (work_of(1, ROWS(out), COLS(out), COLS(a)) <= TINY_WORK && COLS(out) > 1) {
     tiny_gemm(out, a, b, alpha, beta);
     return 0;
   }
@@ -399,7 +463,7 @@ static void int_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
   case EM_INT32: row = int_row_i32; break;
   default: row = int_row_i64; break;
   }
-  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t B = em_gemm_batches(out), M = ROWS(out), N = COLS(out), K = COLS(a);
   int64_t es = (int64_t)em_dtypes[out->dtype_id].size;
   char *po = em_cpu_ptr(out);
   const char *pa = em_cpu_ptr(a), *pb = em_cpu_ptr(b);
@@ -408,8 +472,8 @@ static void int_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t r = 0; r < B * M; r++) {
     int64_t t = r / M, i = r % M;
-    row(po + r * N * es, pa + (t * a->strides[0] + i * a->strides[1]) * es, a->strides[2],
-        pb + t * b->strides[0] * es, b->strides[1], b->strides[2], N, K, al, be, beta != 0);
+    row(po + r * N * es, pa + (em_gemm_batch_offset(a, t) + i * RSTRIDE(a)) * es, CSTRIDE(a),
+        pb + em_gemm_batch_offset(b, t) * es, RSTRIDE(b), CSTRIDE(b), N, K, al, be, beta != 0);
   }
 }
 
@@ -420,7 +484,7 @@ int em_cpu_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double a
   em_dtype dt = (em_dtype)out->dtype_id;
   if (dt == EM_BOOL) return em_error("gemm: expected a floating or integer dtype, got bool");
   if (em_numel(out) == 0) return 0;
-  if (a->sizes[2] == 0) {
+  if (COLS(a) == 0) {
     scale_out(out, beta);
     return 0;
   }

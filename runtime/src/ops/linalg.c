@@ -3,13 +3,14 @@
  * outer, addmm and baddbmm. They check dims, shapes, dtypes and devices, allocate the result,
  * and reduce to one kernel slot (backend.h):
  *
- *     out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]
+ *     out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]    (or [B1,B2,...] batches)
  *
  * Every product is phrased as a pair of matrix operands, a viewed as [batch..., M, K] and b as
  * [batch..., K, N]. A 1-D vector becomes a [1,K] row or a [K,1] column through a header on the
  * stack, and the added dim is dropped from the result. Batch dims broadcast with stride 0, so a
  * shared matrix is never copied. Batch dims are then coalesced where every operand's strides
- * allow; the innermost one becomes the slot's B and the others are looped over here.
+ * allow; up to two remaining dims go to the slot in one call ([B1, B2, M, K] operands, each
+ * with its own batch strides), and only a third is looped over here.
  *
  * Rules, as in PyTorch: both operands have one dtype (no promotion); bool is refused; integer
  * dtypes take integral alpha and beta. With beta == 0 the added tensor is ignored (its NaNs do
@@ -96,8 +97,10 @@ static int mismatch(const char *fn, const em_tensor *a, const em_tensor *b, int6
 
 /* out, a, b: [batch..., M, N], [batch..., M, K], [batch..., K, N] with nbatch equal batch dims
  * (a and b already broadcast; out contiguous). Size-1 batch dims are dropped and neighbours
- * merged when every operand steps evenly across both; the innermost remaining dim goes to the
- * kernel as B, the outer ones are walked here. */
+ * merged when every operand steps evenly across both. Up to two dims remain for any layout a
+ * model makes (attention's [B, H, T, hd] views of a [B, T, 3C] tensor leave B and H), and they
+ * go to the kernel in one call, 3-D or 4-D (the slot's contract); only a third non-mergeable
+ * dim is walked here, one call per index of the outer ones. */
 static int run_batches(const char *fn, const em_backend *be, const em_tensor *out,
                        const em_tensor *a, const em_tensor *b, int nbatch, double alpha,
                        double beta) {
@@ -119,29 +122,46 @@ static int run_batches(const char *fn, const em_backend *be, const em_tensor *ou
     n++;
   }
   int64_t M = out->sizes[nbatch], N = out->sizes[nbatch + 1], K = a->sizes[nbatch + 1];
-  int64_t B = n > 0 ? size[n - 1] : 1;
-  int64_t inner[3] = {n > 0 ? st[0][n - 1] : M * N, n > 0 ? st[1][n - 1] : 0,
-                      n > 0 ? st[2][n - 1] : 0};
+  if (n == 0) { /* one matrix: a batch of 1 */
+    size[0] = 1;
+    st[0][0] = M * N;
+    st[1][0] = st[2][0] = 0;
+    n = 1;
+  }
+  int kb = n >= 2 ? 2 : 1;  /* batch dims the kernel takes */
+  int outer = n - kb;       /* dims walked here */
+  int nd = kb + 2;
+  int64_t os[4], as[4], bs[4], osz[4], asz[4], bsz[4];
+  for (int i = 0; i < kb; i++) {
+    osz[i] = asz[i] = bsz[i] = size[outer + i];
+    os[i] = st[0][outer + i];
+    as[i] = st[1][outer + i];
+    bs[i] = st[2][outer + i];
+  }
+  osz[kb] = asz[kb] = M;
+  osz[kb + 1] = bsz[kb + 1] = N;
+  asz[kb + 1] = bsz[kb] = K;
+  os[kb] = N;
+  os[kb + 1] = 1;
+  as[kb] = a->strides[nbatch];
+  as[kb + 1] = a->strides[nbatch + 1];
+  bs[kb] = b->strides[nbatch];
+  bs[kb + 1] = b->strides[nbatch + 1];
   int64_t idx[EM_MAX_DIMS] = {0};
   for (;;) {
     int64_t off[3] = {0, 0, 0};
-    for (int d = 0; d < n - 1; d++)
+    for (int d = 0; d < outer; d++)
       for (int k = 0; k < 3; k++) off[k] += idx[d] * st[k][d];
-    em_tensor o3, a3, b3;
-    view_into(&o3, out, 3, (int64_t[]){B, M, N}, (int64_t[]){inner[0], N, 1},
-              out->offset + off[0]);
-    view_into(&a3, a, 3, (int64_t[]){B, M, K},
-              (int64_t[]){inner[1], a->strides[nbatch], a->strides[nbatch + 1]},
-              a->offset + off[1]);
-    view_into(&b3, b, 3, (int64_t[]){B, K, N},
-              (int64_t[]){inner[2], b->strides[nbatch], b->strides[nbatch + 1]},
-              b->offset + off[2]);
-    if (be->gemm(&o3, &a3, &b3, alpha, beta) != 0) {
+    em_tensor o4, a4, b4;
+    view_into(&o4, out, nd, osz, os, out->offset + off[0]);
+    view_into(&a4, a, nd, asz, as, a->offset + off[1]);
+    view_into(&b4, b, nd, bsz, bs, b->offset + off[2]);
+    if (be->gemm(&o4, &a4, &b4, alpha, beta) != 0) {
       em_error_prefix(fn);
       return -1;
     }
-    /* next outer index (odometer over dims 0 .. n-2) */
-    int d = n - 2;
+    /* next outer index (odometer over dims 0 .. outer-1) */
+    int d = outer - 1;
     while (d >= 0 && ++idx[d] == size[d]) idx[d--] = 0;
     if (d < 0) return 0;
   }

@@ -236,6 +236,7 @@ struct vk_device {
   struct vk_pinned *pinned;   /* pinned host buffers, live and cached (vk_pinned.c) */
   struct vk_profile *profile; /* per-kernel GPU times (vk_profile.c); NULL unless EMBER_VK_PROFILE */
   uint64_t host_waits;        /* em_vk_wait_serial / em_vk_wait_idle calls that waited */
+  uint64_t dispatches;        /* kernel dispatches recorded (em_vk_count_groups), ever */
 };
 
 extern VkInstance em_vk_instance;

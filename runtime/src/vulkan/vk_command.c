@@ -148,6 +148,7 @@ int em_vk_wait_idle(vk_device *D) {
 
 int em_vk_count_groups(vk_device *D, uint64_t groups) {
   D->frames[D->current].groups += groups;
+  __atomic_add_fetch(&D->dispatches, 1, __ATOMIC_RELAXED);
   return em_vk_count_dispatch(D);
 }
 

@@ -113,4 +113,5 @@ void em_vk_info(void *ctx, em_device_info *out) {
   out->validation_messages =
       em_vk_validation_active ? __atomic_load_n(&em_vk_validation_messages, __ATOMIC_RELAXED) : -1;
   out->host_waits = (int64_t)__atomic_load_n(&D->host_waits, __ATOMIC_RELAXED);
+  out->dispatches = (int64_t)__atomic_load_n(&D->dispatches, __ATOMIC_RELAXED);
 }

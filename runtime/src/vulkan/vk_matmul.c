@@ -2,7 +2,10 @@
  * vk_matmul.c: the gemm slot on Vulkan, out[B,M,N] = beta * out + alpha * a[B,M,K] @ b[B,K,N]
  * (backend.h). Every product op (matmul, mm, bmm, addmm, linear and their backwards) arrives
  * here; the definitions (ops/linalg.c) guarantee B, M, N > 0, out contiguous, a and b of out's
- * dtype with any strides (batch stride 0: one matrix shared by every batch).
+ * dtype with any strides (batch stride 0: one matrix shared by every batch). Operands are 3-D
+ * or 4-D ([B1, B2, M, K]: attention's [B, H, T, hd] views); either way the whole batch is the
+ * grid's z (kernels/matmul_push.glsl decomposes it), one dispatch per product unless the grid
+ * exceeds the device's limits.
  *
  * Kernels:
  *  - kernels/matmul.comp: tiled in shared memory, for float32, float64 and float16/bfloat16
@@ -51,21 +54,20 @@ static uint32_t shared_bytes(em_dtype dt, int tile) {
 
 bool em_vk_mm_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
-/* How the kernel reads an operand viewed as rows x cols with strides (rs, cs), batch stride bs
- * and first element `base` (a: M x K, b: K x N). Chunks of `chunk` consecutive elements run
- * along the contiguous dimension (bit 0 set: along the rows, i.e. down a column); bit 1 says
- * they are whole and aligned, so the kernel may load each with one vector load (never with
- * chunk 0). Strides of size-1 dimensions are never used and count as anything. */
-uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs,
-                         int64_t nbatch, int64_t base, int chunk) {
-  if (rows == 1) rs = 0;
-  if (cols == 1) cs = 0;
-  if (nbatch == 1) bs = 0;
+/* How the kernel reads an operand t (a: [.., M, K], b: [.., K, N], 3-D or 4-D). Chunks of
+ * `chunk` consecutive elements run along the contiguous dimension (bit 0 set: along the rows,
+ * i.e. down a column); bit 1 says they are whole and aligned in every matrix of the batch, so
+ * the kernel may load each with one vector load (never with chunk 0). Strides of size-1
+ * dimensions are never used and count as anything. */
+uint32_t em_vk_mm_layout(const em_tensor *t, int chunk) {
+  int64_t rows = t->sizes[t->ndim - 2], cols = t->sizes[t->ndim - 1];
+  int64_t rs = rows == 1 ? 0 : t->strides[t->ndim - 2], cs = cols == 1 ? 0 : t->strides[t->ndim - 1];
+  int64_t bs1 = em_gemm_outer_stride(t), bs2 = em_gemm_inner_stride(t);
   bool down = cs != 1 && (rs == 1 || cols == 1 ||
                           (rows > 1 && llabs(rs) < llabs(cs)));
   int64_t n = down ? rows : cols, lead = down ? cs : rs, unit = down ? rs : cs;
-  bool vec = chunk > 0 && unit == 1 && n % chunk == 0 && lead % chunk == 0 && bs % chunk == 0 &&
-             base % chunk == 0;
+  bool vec = chunk > 0 && unit == 1 && n % chunk == 0 && lead % chunk == 0 &&
+             bs1 % chunk == 0 && bs2 % chunk == 0 && t->offset % chunk == 0;
   return (down ? 1u : 0u) | (vec ? 2u : 0u);
 }
 
@@ -78,25 +80,31 @@ static int not_implemented(const vk_device *D, const char *why, const em_tensor 
  * the kernels' 32-bit index arithmetic. */
 int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
                          const em_tensor *b) {
-  const int64_t v[] = {a->strides[1], a->strides[2], b->strides[1], b->strides[2],
-                       a->strides[0], b->strides[0], out->sizes[1] * out->sizes[2],
-                       out->sizes[1], out->sizes[2], a->sizes[2], a->offset, b->offset,
+  int r = out->ndim - 2, c = out->ndim - 1; /* the matrix dims (3-D or 4-D operands) */
+  const int64_t v[] = {a->strides[r], a->strides[c], b->strides[r], b->strides[c],
+                       em_gemm_outer_stride(a), em_gemm_inner_stride(a),
+                       em_gemm_outer_stride(b), em_gemm_inner_stride(b),
+                       out->sizes[r] * out->sizes[c], out->sizes[r], out->sizes[c], a->sizes[c],
+                       em_gemm_inner(out), em_gemm_batches(out), a->offset, b->offset,
                        out->offset};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (!em_vk_mm_fits_i32(v[i])) return -1;
-  p->M = (uint32_t)out->sizes[1];
-  p->N = (uint32_t)out->sizes[2];
-  p->K = (uint32_t)a->sizes[2];
+  p->M = (uint32_t)out->sizes[r];
+  p->N = (uint32_t)out->sizes[c];
+  p->K = (uint32_t)a->sizes[c];
   p->a_base = (uint32_t)a->offset;
   p->b_base = (uint32_t)b->offset;
   p->o_base = (uint32_t)out->offset;
-  p->a_sm = (int32_t)a->strides[1];
-  p->a_sk = (int32_t)a->strides[2];
-  p->b_sk = (int32_t)b->strides[1];
-  p->b_sn = (int32_t)b->strides[2];
-  p->a_sb = out->sizes[0] == 1 ? 0 : (int32_t)a->strides[0];
-  p->b_sb = out->sizes[0] == 1 ? 0 : (int32_t)b->strides[0];
-  p->o_sb = (uint32_t)(out->sizes[1] * out->sizes[2]);
+  p->a_sm = (int32_t)a->strides[r];
+  p->a_sk = (int32_t)a->strides[c];
+  p->b_sk = (int32_t)b->strides[r];
+  p->b_sn = (int32_t)b->strides[c];
+  p->a_sb1 = (int32_t)em_gemm_outer_stride(a);
+  p->a_sb2 = (int32_t)em_gemm_inner_stride(a);
+  p->b_sb1 = (int32_t)em_gemm_outer_stride(b);
+  p->b_sb2 = (int32_t)em_gemm_inner_stride(b);
+  p->nb2 = (uint32_t)em_gemm_inner(out);
+  p->o_sb = (uint32_t)(out->sizes[r] * out->sizes[c]);
   return 0;
 }
 
@@ -145,7 +153,7 @@ static int64_t sat_i64(double v) {
  * 0 for no split. */
 enum { SPLIT_TARGET = 256, SPLIT_MIN_K = 256, SPLIT_MAX = 64 };
 static int64_t split_k(const em_tensor *out, const em_tensor *a, int64_t *splits) {
-  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t B = em_gemm_batches(out), M = MM_ROWS(out), N = MM_COLS(out), K = MM_COLS(a);
   *splits = 1;
   if (out->dtype_id != EM_FLOAT32 || B != 1 || M == 0 || N == 0) return 0;
   int tile = tile_for(EM_FLOAT32, B, M, N);
@@ -163,7 +171,7 @@ static int64_t split_k(const em_tensor *out, const em_tensor *a, int64_t *splits
 static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                  double alpha, double beta, em_tensor *part, int64_t ksplit, int64_t splits) {
   em_dtype dt = (em_dtype)out->dtype_id;
-  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t B = em_gemm_batches(out), M = MM_ROWS(out), N = MM_COLS(out), K = MM_COLS(a);
   mm_push p = {0};
   if (em_vk_mm_push_common(&p, out, a, b) != 0)
     return not_implemented(D, "a stride or offset beyond 2^31 elements", out);
@@ -175,10 +183,7 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   bool integer = !em_dtypes[dt].is_float;
   bool wide = dt == EM_FLOAT64 || integer, half = dt == EM_FLOAT16 || dt == EM_BFLOAT16;
   int chunk = wide ? 0 : 4; /* float64 and integers never load vectors */
-  uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,
-                                   a->offset, chunk);
-  uint32_t bmode = em_vk_mm_layout(K, N, b->strides[1], b->strides[2], b->strides[0], B,
-                                   b->offset, chunk);
+  uint32_t amode = em_vk_mm_layout(a, chunk), bmode = em_vk_mm_layout(b, chunk);
   /* whole aligned output words: vec4 rows for float32, 16-bit pairs for the half types */
   bool words = half ? N % 2 == 0 && out->offset % 2 == 0
                     : !wide && N % 4 == 0 && out->offset % 4 == 0;
@@ -205,14 +210,14 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   vk_launch L = {
     .module = module,
     .push = &p,
-    .push_size = wide ? 96 : 88,
+    .push_size = wide ? MM_PUSH_WIDE : MM_PUSH_F32,
     .spec = {amode, bmode, flags, ~0u},
     .ops = {out, a, b},
     .writes = 1u,
   };
   if (!specialize(D, (double)B * (double)M * (double)N * (double)K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
   if (ksplit > 0) { /* partial product z of the K range z * ksplit on goes to part[z] */
-    p.ksplit = (uint32_t)ksplit;
+    p.ksplit = (uint32_t)ksplit; /* one matrix (B == 1): batch strides 0, nb2 1 */
     p.o_base = 0;
     p.o_sb = (uint32_t)(M * N);
     p.s.f[0] = 1.0f;
@@ -230,11 +235,11 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
   if (dt == EM_FLOAT64 && !(D->features & EM_FEATURE_FLOAT64))
     return not_implemented(D, "the device lacks shaderFloat64", out);
   if (em_numel(out) == 0) return 0;
-  if (a->sizes[2] == 0 && beta == 0) return em_vk_fill(out, 0.0);
+  if (MM_COLS(a) == 0 && beta == 0) return em_vk_fill(out, 0.0);
   int64_t splits, ksplit = split_k(out, a, &splits);
   em_tensor *part = NULL;
   if (ksplit > 0) { /* allocated before taking the lock, which the allocator takes too */
-    int64_t n = splits * out->sizes[1] * out->sizes[2];
+    int64_t n = splits * MM_ROWS(out) * MM_COLS(out);
     part = em_empty(1, &n, EM_FLOAT32, out->device_id);
     if (part == NULL) return -1;
   }
@@ -244,7 +249,7 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
                 : tiled(D, out, a, b, alpha, beta, part, ksplit, splits);
   pthread_mutex_unlock(&D->lock);
   if (rc == 0 && part != NULL && !coop)
-    rc = em_vk_sum_splits(out, part, (uint32_t)splits, out->sizes[1] * out->sizes[2], alpha, beta);
+    rc = em_vk_sum_splits(out, part, (uint32_t)splits, MM_ROWS(out) * MM_COLS(out), alpha, beta);
   em_release(part);
   return rc;
 }

@@ -7,24 +7,34 @@
 
 #include "vk.h"
 
-/* The push constants of kernels/matmul.comp and kernels/coopmat/matmul_coop.comp. */
+/* The push constants of kernels/matmul.comp and kernels/coopmat/matmul_coop.comp, declared
+ * once for the kernels in kernels/matmul_push.glsl: a flat batch z is (z / nb2, z % nb2), and
+ * each operand has a stride for both batch dims (the gemm slot's 3-D or 4-D operands). */
 typedef struct mm_push {
   uint32_t M, N, K, a_base, b_base, o_base; /* element offsets of the first elements */
-  int32_t a_sm, a_sk, b_sk, b_sn, a_sb, b_sb;
-  uint32_t o_sb, m0, batch0, n0; /* first row tile, batch, column tile of a launch */
+  int32_t a_sm, a_sk, b_sk, b_sn;
+  int32_t a_sb1, a_sb2, b_sb1, b_sb2; /* batch strides: outer (B1) and inner (B2) dim */
+  uint32_t nb2;                       /* B2 */
+  uint32_t o_sb, m0, batch0, n0;      /* first row tile, flat batch, column tile of a launch */
   uint32_t a_mode, b_mode, flags; /* matmul.comp's generic pipeline reads these */
   uint32_t ksplit;               /* matmul.comp: K per split (0: none) */
+  uint32_t pad_;
   union {
     float f[2];
     double d[2]; /* float64 kernels */
     uint64_t u[2]; /* integer kernels: two's complement */
   } s;           /* alpha, beta */
 } mm_push;
-_Static_assert(sizeof(mm_push) == 96, "the matmul kernels' push constants");
+_Static_assert(sizeof(mm_push) == 112, "the matmul kernels' push constants");
+/* Push bytes with float or with 8-byte alpha and beta. */
+enum { MM_PUSH_F32 = 104, MM_PUSH_WIDE = 112 };
+
+/* The matrix dims of a gemm operand, 3-D or 4-D (backend.h reads the batch dims). */
+#define MM_ROWS(t) ((t)->sizes[(t)->ndim - 2])
+#define MM_COLS(t) ((t)->sizes[(t)->ndim - 1])
 
 bool em_vk_mm_fits_i32(int64_t v);
-uint32_t em_vk_mm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs,
-                         int64_t nbatch, int64_t base, int chunk);
+uint32_t em_vk_mm_layout(const em_tensor *t, int chunk);
 int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
                          const em_tensor *b);
 int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,

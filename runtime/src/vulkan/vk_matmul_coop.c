@@ -165,12 +165,12 @@ bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
     return false;
   /* the kernel's shared memory: two 128 x 40 float16 slices and 8 16 x 16 float scratches */
   if (D->props.limits.maxComputeSharedMemorySize < 2 * 128 * 40 * 2 + 8 * 256 * 4) return false;
-  return out->sizes[1] >= 64 && out->sizes[2] >= 64 && a->sizes[2] >= 32;
+  return MM_ROWS(out) >= 64 && MM_COLS(out) >= 64 && MM_COLS(a) >= 32;
 }
 
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta) {
-  int64_t B = out->sizes[0], M = out->sizes[1], N = out->sizes[2], K = a->sizes[2];
+  int64_t B = em_gemm_batches(out), M = MM_ROWS(out), N = MM_COLS(out);
   mm_push p = {0};
   if (em_vk_mm_push_common(&p, out, a, b) != 0)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "gemm: not implemented on %s for a "
@@ -178,15 +178,12 @@ int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_t
   p.s.f[0] = (float)alpha;
   p.s.f[1] = (float)beta;
   /* chunks of 8 halves: one 128-bit load each when whole and aligned */
-  uint32_t amode = em_vk_mm_layout(M, K, a->strides[1], a->strides[2], a->strides[0], B,
-                                   a->offset, 8);
-  uint32_t bmode = em_vk_mm_layout(K, N, b->strides[1], b->strides[2], b->strides[0], B,
-                                   b->offset, 8);
+  uint32_t amode = em_vk_mm_layout(a, 8), bmode = em_vk_mm_layout(b, 8);
   bool pairs = N % 2 == 0 && out->offset % 2 == 0;
   vk_launch L = {
     .module = flavor_of[D->id] == FLAVOR_KHR ? "matmul_coop_KHR" : "matmul_coop_NV",
     .push = &p,
-    .push_size = 88,
+    .push_size = MM_PUSH_F32,
     .spec = {amode, bmode, pairs ? 2u : 0u, ~0u},
     .ops = {out, a, b},
     .writes = 1u,
