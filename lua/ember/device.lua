@@ -65,6 +65,7 @@ local function describe(id)
     max_tensor_bytes = num(i.max_tensor_bytes),
     validation_messages = i.validation_messages >= 0 and tonumber(i.validation_messages) or nil,
     host_waits = tonumber(i.host_waits),
+    tensor_cores = i.tensor_cores[0] ~= 0 and ffi.string(i.tensor_cores) or nil,
   }
 end
 
