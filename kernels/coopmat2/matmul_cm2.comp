@@ -12,12 +12,14 @@
 // the operands: a row-major operand is an (rows x cols) tensor with row stride ld, a
 // column-major one the transposed tensor read through a transposing view, so transposed views
 // (x @ w:t(), the backward's a:t() @ g) cost no copy. Edges in M, N and K: tiles that cross an
-// edge read through layouts clamped to a constant 0 and store through a clamped layout that
-// drops elements outside out; interior tiles with whole slices take unclamped layouts.
+// edge, and K's last partial slice, read through layouts clamped to a constant 0, and results
+// are stored through a clamped layout that drops elements outside out; interior tiles' whole
+// slices take unclamped layouts.
 //
 // Specializations: MODES bit 0 a is column-major (M contiguous), bit 1 b is column-major (K
 // contiguous), bit 2 both operands' strides and bases are multiples of 8 elements (a hint the
-// driver can use for 16-byte loads); BM, BN, BK the tile.
+// driver can use for 16-byte loads), bit 3 interior tiles load slice k + 1 before multiplying
+// slice k (else they unroll UNROLL slices), bits 4-5 UNROLL; BM, BN, BK the tile.
 //
 // Batches: flat z in [0, nb1 * nb2) is (z / nb2, z % nb2), each operand with its own stride per
 // batch dimension (0: broadcast); out is contiguous (o_sb per z).
@@ -34,7 +36,11 @@ layout(constant_id = 1) const uint BM = 128u;
 layout(constant_id = 2) const uint BN = 256u;
 layout(constant_id = 3) const uint BK = 32u;
 const bool A_COL = (MODES & 1u) != 0u, B_COL = (MODES & 2u) != 0u, ALIGNED = (MODES & 4u) != 0u;
-const uint UNROLL = 4u;  // slices per iteration of the interior loop
+const bool PREFETCH = (MODES & 8u) != 0u;
+// slices per iteration of the interior loop: MODES bits 4-5 = 0, 1, 2, 3 give 8, 2, 4, 16
+// (more unrolling let the compiler overlap loads and products better on an H100: 8 beat 4, 2, 1)
+const uint UNROLL_SEL = (MODES >> 4) & 3u;
+const uint UNROLL = UNROLL_SEL == 0u ? 8u : UNROLL_SEL == 1u ? 2u : UNROLL_SEL == 2u ? 4u : 16u;
 
 layout(push_constant) uniform Params {
   uint M, N, K;
@@ -57,15 +63,19 @@ layout(std430, binding = 2) readonly buffer B { float16_t data_b[]; };
 #define MAT_C coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MAT_H coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 
-// One slice at k: a's rows row0.., b's columns col0.., through layouts la, lb.
-#define SLICE(la, lb, k)                                                                      \
+// The slice at k into ma, mb: a's rows row0.., b's columns col0.., through layouts la, lb.
+#define LOAD_AB(ma, mb, la, lb, k)                                                            \
   {                                                                                           \
-    MAT_A ma;                                                                                 \
-    MAT_B mb;                                                                                 \
     if (A_COL) coopMatLoadTensorNV(ma, data_a, abase, sliceTensorLayoutNV(la, k, BK, row0, BM), tview); \
     else coopMatLoadTensorNV(ma, data_a, abase, sliceTensorLayoutNV(la, row0, BM, k, BK));   \
     if (B_COL) coopMatLoadTensorNV(mb, data_b, bbase, sliceTensorLayoutNV(lb, col0, BN, k, BK), tview); \
     else coopMatLoadTensorNV(mb, data_b, bbase, sliceTensorLayoutNV(lb, k, BK, col0, BN));   \
+  }
+#define SLICE(la, lb, k)                                                                      \
+  {                                                                                           \
+    MAT_A ma;                                                                                 \
+    MAT_B mb;                                                                                 \
+    LOAD_AB(ma, mb, la, lb, k)                                                                \
     acc = coopMatMulAdd(ma, mb, acc);                                                         \
   }
 
@@ -89,25 +99,44 @@ void main() {
   tensorViewNV<2, false, 1, 0> tview = createTensorViewNV(2, false, 1, 0);
 
   MAT_C acc = MAT_C(0.0);
-  bool inside = row0 + BM <= p.M && col0 + BN <= p.N && p.K % (BK * UNROLL) == 0u;
-  if (inside) {
+  // Whole slices of a tile inside out read through unclamped layouts: UNROLL at a time, then one
+  // at a time; what is left (a tile crossing an edge, or K's last partial slice) goes through
+  // the clamped ones.
+  uint k = 0u;
+  if (row0 + BM <= p.M && col0 + BN <= p.N) {
     tensorLayoutNV<2> la = createTensorLayoutNV(2);
     tensorLayoutNV<2> lb = createTensorLayoutNV(2);
     la = setTensorLayoutDimensionNV(la, ar, ac);
     lb = setTensorLayoutDimensionNV(lb, br, bc);
     la = setTensorLayoutStrideNV(la, a_ld, 1);
     lb = setTensorLayoutStrideNV(lb, b_ld, 1);
-    for (uint k = 0u; k < p.K; k += BK * UNROLL) {
-      [[unroll]] for (uint u = 0u; u < UNROLL; u++) SLICE(la, lb, k + u * BK)
+    if (PREFETCH && p.K >= BK) {  // slice k + BK's loads issued before slice k's product
+      MAT_A ma;
+      MAT_B mb;
+      LOAD_AB(ma, mb, la, lb, 0u)
+      for (; k + BK <= p.K; k += BK) {
+        MAT_A na;
+        MAT_B nb;
+        if (k + 2u * BK <= p.K) LOAD_AB(na, nb, la, lb, k + BK)
+        acc = coopMatMulAdd(ma, mb, acc);
+        ma = na;
+        mb = nb;
+      }
+    } else {
+      for (; k + BK * UNROLL <= p.K; k += BK * UNROLL) {
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) SLICE(la, lb, k + u * BK)
+      }
+      for (; k + BK <= p.K; k += BK) SLICE(la, lb, k)
     }
-  } else {
+  }
+  if (k < p.K) {
     tensorLayoutNV<2, CLAMP> la = createTensorLayoutNV(2, CLAMP);
     tensorLayoutNV<2, CLAMP> lb = createTensorLayoutNV(2, CLAMP);
     la = setTensorLayoutDimensionNV(la, ar, ac);
     lb = setTensorLayoutDimensionNV(lb, br, bc);
     la = setTensorLayoutStrideNV(la, a_ld, 1);
     lb = setTensorLayoutStrideNV(lb, b_ld, 1);
-    for (uint k = 0u; k < p.K; k += BK) SLICE(la, lb, k)
+    for (; k < p.K; k += BK) SLICE(la, lb, k)
   }
 
   tensorLayoutNV<2, CLAMP> lo = createTensorLayoutNV(2, CLAMP);

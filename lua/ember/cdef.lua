@@ -520,9 +520,9 @@ typedef struct em_device_info {
                                upload buffer); 0 for the CPU. Tests use it to show that an op
                                queues its work without waiting. */
   char error[256];          /* why the device could not start, or "" */
-  char tensor_cores[512];   /* Vulkan: the cooperative-matrix shapes, types and scopes the device
-                               lists, its coopmat2 features, and the tensor-core kernels Ember
-                               uses once started (docs/devices.md); "" without cooperative
+  char tensor_cores[1024];  /* Vulkan: the tensor-core kernels Ember uses once started, then the
+                               cooperative-matrix shapes, types and scopes the device lists and
+                               its coopmat2 features (docs/devices.md); "" without cooperative
                                matrices and for the CPU */
 } em_device_info;
 

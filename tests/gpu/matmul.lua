@@ -4,8 +4,8 @@
 -- "quick" skips n = 8192 in the benchmark; "smoke" runs small sizes only and no PyTorch (to try
 -- the script on a CPU driver such as lavapipe); "check" runs the correctness part only.
 -- MATMUL_SWEEP="khr:2x2:4x4:32 cm2:128x256x32 ..." also times those tile configurations of
--- the tensor-core kernels (EMBER_VK_COOP_TILE, EMBER_VK_CM2_TILE; docs/devices.md) at n = 4096
--- and 8192, after checking each on a few odd shapes.
+-- the tensor-core kernels (EMBER_VK_COOP_TILE, EMBER_VK_CM2_TILE; docs/devices.md), after
+-- checking each on a few odd shapes.
 --
 -- Output, one fact per line, for grep and diff:
 --   tensor cores: <what the device reports>          (em_device_info.tensor_cores)
@@ -36,7 +36,7 @@ end
 local start_env = os.getenv('EMBER_VK_COOPMAT')
 -- the float16 paths: every tensor-core kernel enabled on the device, and the tiled kernel
 local paths = {}
-local kernels = (info.tensor_cores or ''):match('kernels:(.*)$') or ''
+local kernels = (info.tensor_cores or ''):match('^kernels:([^;]*)') or ''
 for _, k in ipairs({ 'cm2', 'khr', 'nv' }) do
   if kernels:find(k, 1, true) then paths[#paths + 1] = k end
 end
@@ -181,7 +181,7 @@ for _, run in ipairs(runs) do
   set_path(path)
   local var = path == 'cm2' and 'EMBER_VK_CM2_TILE' or 'EMBER_VK_COOP_TILE'
   if cfg then setenv(var, cfg) end
-  for _, n in ipairs(cfg and { 4096, 8192 } or ns) do
+  for _, n in ipairs(ns) do
     local a = (ember.rand(n, n) - 0.5):to(dt):to(dev)
     local b = (ember.rand(n, n) - 0.5):to(dt):to(dev)
     local reps, inner = n <= 1024 and 20 or n <= 4096 and 10 or 5, n <= 1024 and 20 or n <= 4096 and 3 or 1

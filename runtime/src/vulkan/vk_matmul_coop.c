@@ -194,8 +194,16 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
                                     .pNext = chain(s, nv, nv2)};
     vkg.vkGetPhysicalDeviceFeatures2(D->phys, &f2);
     bool coop = nv ? s->nv.cooperativeMatrix : s->khr.cooperativeMatrix;
+    em_coop2_props_nv p2 = {.sType = STYPE_COOP2_PROPERTIES_NV};
+    if (nv2) {
+      VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p2};
+      vkg.vkGetPhysicalDeviceProperties2(D->phys, &pp);
+    }
+    /* the kernel: 256 invocations, matrices up to 256 x 256 */
     nv2 = nv2 && s->nv2.cooperativeMatrixWorkgroupScope &&
-          s->nv2.cooperativeMatrixFlexibleDimensions && s->nv2.cooperativeMatrixTensorAddressing;
+          s->nv2.cooperativeMatrixFlexibleDimensions && s->nv2.cooperativeMatrixTensorAddressing &&
+          p2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize >= 256 &&
+          p2.cooperativeMatrixFlexibleDimensionsMaxDimension >= 256;
     if (coop && s->f16.shaderFloat16 && s->s16.storageBuffer16BitAccess &&
         s->vmm.vulkanMemoryModel && has_shape(D, nv ? FLAVOR_NV : FLAVOR_KHR)) {
       /* ... and only what the kernels need enabled */
@@ -258,6 +266,10 @@ void em_vk_coop_describe(const vk_device *D, char *buf, size_t n) {
   size_t at = 0;
   buf[0] = 0;
   if (!(D->features & EM_FEATURE_COOPERATIVE_MATRIX)) return;
+  uint32_t on = D->started ? enabled_of[D->id] : 0;
+  ADD("kernels:%s%s%s%s;", on & (1u << FLAVOR_CM2) ? " cm2" : "",
+      on & (1u << FLAVOR_KHR) ? " khr" : "", on & (1u << FLAVOR_NV) ? " nv" : "",
+      D->started ? (on ? "" : " none") : " (not started)");
   uint32_t ne = 0;
   vkg.vkEnumerateDeviceExtensionProperties(D->phys, NULL, &ne, NULL);
   VkExtensionProperties *e = calloc(ne ? ne : 1, sizeof *e);
@@ -266,7 +278,7 @@ void em_vk_coop_describe(const vk_device *D, char *buf, size_t n) {
   if (has_ext(e, ne, "VK_KHR_cooperative_matrix")) {
     uint32_t k = 0;
     em_coop_props_khr *p = khr_shapes(D, &k);
-    ADD("khr:");
+    ADD(" khr:");
     for (uint32_t i = 0; i < k; i++)
       ADD(" %s*%s+%s=%s %ux%ux%u%s %s;", type_name(p[i].AType), type_name(p[i].BType),
           type_name(p[i].CType), type_name(p[i].ResultType), p[i].MSize, p[i].NSize,
@@ -310,10 +322,6 @@ void em_vk_coop_describe(const vk_device *D, char *buf, size_t n) {
     }
   }
   free(e);
-  uint32_t on = D->started ? enabled_of[D->id] : 0;
-  ADD(" kernels:%s%s%s%s", on & (1u << FLAVOR_CM2) ? " cm2" : "",
-      on & (1u << FLAVOR_KHR) ? " khr" : "", on & (1u << FLAVOR_NV) ? " nv" : "",
-      D->started ? (on ? "" : " none") : " (not started)");
   if (at >= n && n > 4) memcpy(buf + n - 4, "...", 4); /* cut: say so */
 }
 
@@ -382,7 +390,12 @@ static bool coop_push_for(coop_push *p, bool *acol, bool *bcol, const em_tensor 
  * product large enough for its tiles to pay. */
 bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
                        const em_tensor *b) {
-  if (out->dtype_id != EM_FLOAT16 || flavor_now(D) == FLAVOR_NONE) return false;
+  int flavor = flavor_now(D);
+  if (out->dtype_id != EM_FLOAT16 || flavor == FLAVOR_NONE) return false;
+  /* the subgroup-scope kernel's default tile: two stages of 128 x 40 halves per operand and a
+   * 16 x 16 float scratch per subgroup */
+  if (flavor != FLAVOR_CM2 && D->props.limits.maxComputeSharedMemorySize < 4 * 2 * 128 * 40 * 2 / 2 + 4096)
+    return false;
   coop_push p;
   bool acol, bcol;
   if (!coop_push_for(&p, &acol, &bcol, out, a, b)) return false;
@@ -412,28 +425,38 @@ static int grid(vk_device *D, vk_launch *L, coop_push *p, int64_t nb, int64_t bm
 static bool aligned8(uint32_t x, uint32_t s1, uint32_t s2) { return (x | s1 | s2) % 8 == 0; }
 
 /* The coopmat2 tile: 128 x 256 (what ggml's large tile is) where there are enough of them to
- * fill the GPU, else 128 x 128; EMBER_VK_CM2_TILE=BMxBNxBK forces one. */
-static void cm2_tile(const coop_push *p, int64_t nb, uint32_t t[3]) {
+ * fill the GPU, else 128 x 128; EMBER_VK_CM2_TILE=BMxBNxBK forces one, optionally followed by
+ * "p" (prefetch) and "u2", "u4" or "u16" (unroll; 8 by default): t[3] holds those MODES bits. */
+static void cm2_tile(const coop_push *p, int64_t nb, uint32_t t[4]) {
   const char *force = getenv("EMBER_VK_CM2_TILE");
-  unsigned bm, bn, bk;
-  if (force && sscanf(force, "%ux%ux%u", &bm, &bn, &bk) == 3 && bm % 16 == 0 && bn % 16 == 0 &&
-      bk % 16 == 0 && bm && bn && bk) {
+  unsigned bm, bn, bk, u = 8;
+  char opts[8] = "";
+  int got = force ? sscanf(force, "%ux%ux%u%7s", &bm, &bn, &bk, opts) : 0;
+  if (got >= 3 && bm % 16 == 0 && bn % 16 == 0 && bk % 16 == 0 && bm && bn && bk) {
+    /* options after BK: "p" prefetch, "u2", "u4", "u16" unroll */
+    const char *up = strchr(opts, 'u');
+    if (up) u = (unsigned)atoi(up + 1);
     t[0] = bm, t[1] = bn, t[2] = bk;
+    t[3] = (strchr(opts, 'p') ? 8u : 0u) | (u == 2 ? 1u : u == 4 ? 2u : u == 16 ? 3u : 0u) << 4;
     return;
   }
   bool large = cdiv(p->M, 128) * cdiv(p->N, 256) * nb >= 256;
-  t[0] = 128, t[1] = large ? 256 : 128, t[2] = 32;
+  t[0] = 128, t[1] = large ? 256 : 128, t[2] = 32, t[3] = 0;
 }
 
 /* The subgroup-scope kernel's configuration (kernels/coopmat/matmul_coop.comp's CFG): WM x WN
- * subgroups of FM x FN 16 x 16 matrices, slices of BK. 2 x 4 subgroups of 4 x 2 (128 x 128
- * tiles, BK 32) by default; EMBER_VK_COOP_TILE=WMxWN:FMxFN:BK forces one (its chunks must
- * divide among the invocations and its shared memory fit). */
-static uint32_t coop_cfg(const vk_device *D, uint32_t *threads, uint32_t *bm, uint32_t *bn) {
-  unsigned wm = 2, wn = 4, fm = 4, fn = 2, bk = 32;
+ * subgroups of FM x FN 16 x 16 matrices, slices of BK. 2 x 2 subgroups of 4 x 4 (128 x 128
+ * tiles, BK 32) by default, which kernels/coopmat/matmul_coop_fixed.comp has built in (*fixed);
+ * EMBER_VK_COOP_TILE=WMxWN:FMxFN:BK forces one (its chunks must divide among the invocations
+ * and its shared memory fit), with a trailing "s" the specialized kernel even for the default. */
+enum { COOP_FIXED_CFG = 0x24422 };
+static uint32_t coop_cfg(const vk_device *D, uint32_t *threads, uint32_t *bm, uint32_t *bn,
+                         bool *fixed) {
+  unsigned wm = 2, wn = 2, fm = 4, fn = 4, bk = 32;
   const char *force = getenv("EMBER_VK_COOP_TILE");
   unsigned v[5];
-  if (force && sscanf(force, "%ux%u:%ux%u:%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
+  char spec = 0;
+  if (force && sscanf(force, "%ux%u:%ux%u:%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &spec) >= 5 &&
       v[0] && v[0] < 16 && v[1] && v[1] < 16 && v[2] && v[2] < 16 && v[3] && v[3] < 16 &&
       v[4] >= 16 && v[4] <= 240 && v[4] % 16 == 0) {
     unsigned t = 32 * v[0] * v[1], m = v[0] * v[2] * 16, n = v[1] * v[3] * 16, k = v[4];
@@ -446,7 +469,9 @@ static uint32_t coop_cfg(const vk_device *D, uint32_t *threads, uint32_t *bm, ui
       wm = v[0], wn = v[1], fm = v[2], fn = v[3], bk = v[4];
   }
   *threads = 32 * wm * wn, *bm = wm * fm * 16, *bn = wn * fn * 16;
-  return wm | wn << 4 | fm << 8 | fn << 12 | (bk / 16) << 16;
+  uint32_t cfg = wm | wn << 4 | fm << 8 | fn << 12 | (bk / 16) << 16;
+  *fixed = cfg == COOP_FIXED_CFG && spec != 's';
+  return cfg;
 }
 
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
@@ -463,8 +488,9 @@ int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_t
   uint32_t modes = (acol ? 1u : 0u) | (bcol ? 2u : 0u);
   vk_launch L = {.push = &p, .push_size = sizeof p, .ops = {out, a, b}, .writes = 1u};
   if (flavor == FLAVOR_CM2) {
-    uint32_t t[3];
+    uint32_t t[4];
     cm2_tile(&p, nb, t);
+    modes |= t[3];
     if (aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2) && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2))
       modes |= 4u;
     L.module = "matmul_cm2";
@@ -476,8 +502,11 @@ int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_t
   if (alen % 8 == 0 && aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2)) modes |= 4u;
   if (blen % 8 == 0 && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2)) modes |= 8u;
   if (p.N % 8 == 0 && p.o_base % 8 == 0) modes |= 16u;
-  uint32_t threads, bm, bn, cfg = coop_cfg(D, &threads, &bm, &bn);
-  L.module = flavor == FLAVOR_KHR ? "matmul_coop_KHR" : "matmul_coop_NV";
+  uint32_t threads, bm, bn;
+  bool fixed;
+  uint32_t cfg = coop_cfg(D, &threads, &bm, &bn, &fixed);
+  L.module = flavor == FLAVOR_KHR ? (fixed ? "matmul_coop_fixed_KHR" : "matmul_coop_KHR")
+                                  : (fixed ? "matmul_coop_fixed_NV" : "matmul_coop_NV");
   L.spec[0] = modes, L.spec[1] = threads, L.spec[2] = cfg, L.spec[3] = ~0u;
   return grid(D, &L, &p, nb, bm, bn);
 }
