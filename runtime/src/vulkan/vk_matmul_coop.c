@@ -338,15 +338,16 @@ static int flavor_now(const vk_device *D) {
 }
 
 /* An operand viewed as rows x cols: its layout (column-major: rows contiguous) and the stride
- * of its other dimension; false when neither dimension is contiguous (the tiled kernel's case)
- * or a stride does not fit. */
+ * of its other dimension; false when neither dimension is contiguous, or the lines overlap (a
+ * stride shorter than a line: expanded views), or a stride does not fit (the tiled kernel's
+ * cases). */
 static bool operand_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *col,
                            uint32_t *ld) {
   int64_t l;
   if (cs == 1 || cols == 1) *col = false, l = rows == 1 ? cols : rs;
   else if (rs == 1 || rows == 1) *col = true, l = cols == 1 ? rows : cs;
   else return false;
-  if (l < 0 || l > INT32_MAX) return false;
+  if (l < (*col ? rows : cols) || l > INT32_MAX) return false;
   *ld = (uint32_t)l;
   return true;
 }
