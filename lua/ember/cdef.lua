@@ -558,6 +558,10 @@ typedef struct em_device_info {
                                dispatches recorded; copies and fills not counted); 0 for the
                                CPU. Tests use it to show that a batched product is one kernel. */
   char error[256];          /* why the device could not start, or "" */
+  char tensor_cores[1024];  /* Vulkan: the tensor-core kernels Ember uses once started, then the
+                               cooperative-matrix shapes, types and scopes the device lists and
+                               its coopmat2 features (docs/devices.md); "" without cooperative
+                               matrices and for the CPU */
 } em_device_info;
 
 int em_device_info_get(int device, em_device_info *out);

@@ -66,6 +66,7 @@ local function describe(id)
     validation_messages = i.validation_messages >= 0 and tonumber(i.validation_messages) or nil,
     host_waits = tonumber(i.host_waits),
     dispatches = tonumber(i.dispatches),
+    tensor_cores = i.tensor_cores[0] ~= 0 and ffi.string(i.tensor_cores) or nil,
   }
 end
 

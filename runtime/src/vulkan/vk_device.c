@@ -33,7 +33,7 @@ static int create_device(vk_device *D) {
   D->push_descriptors = D->has_push_ext && !(em_vk_test_hooks() & VK_TEST_NO_PUSH_DESCRIPTORS);
   if (D->push_descriptors) exts[next++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   if (D->has_budget_ext) exts[next++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
-  /* the cooperative-matrix matmul's extensions and features, where it can run (vk_matmul_coop.c) */
+  /* the tensor-core matmuls' extensions and features, where they can run (vk_matmul_coop.c) */
   vk_coop_setup coop;
   const void *chain = em_vk_coop_setup(D, &coop, exts, &next);
   VkDeviceCreateInfo ci = {
@@ -114,4 +114,5 @@ void em_vk_info(void *ctx, em_device_info *out) {
       em_vk_validation_active ? __atomic_load_n(&em_vk_validation_messages, __ATOMIC_RELAXED) : -1;
   out->host_waits = (int64_t)__atomic_load_n(&D->host_waits, __ATOMIC_RELAXED);
   out->dispatches = (int64_t)__atomic_load_n(&D->dispatches, __ATOMIC_RELAXED);
+  em_vk_coop_describe(D, out->tensor_cores, sizeof out->tensor_cores);
 }

@@ -113,7 +113,9 @@ static int create_instance(void) {
     .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
     .pApplicationName = "ember",
     .pEngineName = "ember",
-    .apiVersion = version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1,
+    /* 1.3 where the loader has it: the coopmat2 kernel is SPIR-V 1.6 */
+    .apiVersion = version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3
+                  : version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1,
   };
   VkInstanceCreateInfo ci = {
     .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,

@@ -15,8 +15,9 @@
  *    the backward's a:t() @ g) therefore cost no copy.
  *    Integer dtypes take the same kernel's INT variant: elements widened to 64 bits, products
  *    summed modulo 2^64 and narrowed, like the CPU's loop (so overflow wraps the same way).
- *  - kernels/coopmat/matmul_coop.comp: float16 on tensor cores (vk_matmul_coop.c), when the
- *    build and the device have cooperative matrices; coop_wanted() decides.
+ *  - kernels/coopmat2/matmul_cm2.comp and kernels/coopmat/matmul_coop.comp: float16 on tensor
+ *    cores (vk_matmul_coop.c), when the build and the device have cooperative matrices;
+ *    em_vk_coop_wanted() decides.
  */
 #include <stdio.h>
 #include <stdlib.h>

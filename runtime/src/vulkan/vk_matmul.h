@@ -40,35 +40,53 @@ int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
 int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
                   int tile);
 
-/* vk_matmul_coop.c. Whether this product goes to the cooperative-matrix kernel (the one
- * place that decides), and that kernel; both with D->lock held. */
+/* vk_matmul_coop.c. Whether this product goes to a tensor-core kernel (the one place that
+ * decides), and that kernel; both with D->lock held. */
 bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
                        const em_tensor *b);
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta);
 
-/* VK_KHR_cooperative_matrix's feature structure, which Debian 12's headers (1.3.239) predate. */
+/* The feature structures of VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2, declared
+ * here because Debian 12's headers (1.3.239) predate them. */
 typedef struct vk_coop_features_khr {
   VkStructureType sType;
   void *pNext;
   VkBool32 cooperativeMatrix;
   VkBool32 cooperativeMatrixRobustBufferAccess;
 } vk_coop_features_khr;
+typedef struct vk_coop2_features_nv {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrixWorkgroupScope;
+  VkBool32 cooperativeMatrixFlexibleDimensions;
+  VkBool32 cooperativeMatrixReductions;
+  VkBool32 cooperativeMatrixConversions;
+  VkBool32 cooperativeMatrixPerElementOperations;
+  VkBool32 cooperativeMatrixTensorAddressing;
+  VkBool32 cooperativeMatrixBlockLoads;
+} vk_coop2_features_nv;
 
-/* The feature structures the cooperative-matrix kernel enables (create_device owns them). */
+/* The feature structures the tensor-core kernels enable (create_device owns them). */
 typedef struct vk_coop_setup {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV nv;
   vk_coop_features_khr khr;
+  vk_coop2_features_nv nv2;
   VkPhysicalDeviceShaderFloat16Int8Features f16;
+  VkPhysicalDevice16BitStorageFeatures s16;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
 } vk_coop_setup;
 
-/* For vk_device.c's create_device: when the cooperative-matrix kernel can run on D (the build
- * has a flavor the device offers, with 16x16x16 float16 matrices and float32 accumulators),
- * appends the extensions it needs to exts (room for VK_COOP_MAX_EXTS more) and returns the
- * feature chain to enable; NULL otherwise. EMBER_VK_COOPMAT=0 turns it off. */
-enum { VK_COOP_MAX_EXTS = 3 };
+/* For vk_device.c's create_device: when a tensor-core kernel can run on D (the build has a
+ * flavor the device offers, with 16x16x16 float16 matrices and float32 accumulators), appends
+ * the extensions it needs to exts (room for VK_COOP_MAX_EXTS more) and returns the feature
+ * chain to enable; NULL otherwise. EMBER_VK_COOPMAT=0 turns it off, =nv picks the
+ * GL_NV_cooperative_matrix kernel (docs/devices.md). */
+enum { VK_COOP_MAX_EXTS = 6 };
 const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
                              uint32_t *next);
+/* For em_vk_info: what the device reports about cooperative matrices (shapes, types, scopes,
+ * the coopmat2 features) and which kernel Ember uses, as one line. */
+void em_vk_coop_describe(const vk_device *D, char *buf, size_t n);
 
 #endif

@@ -1,54 +1,118 @@
 /*
- * vk_matmul_coop.c: float16 products on cooperative matrices (tensor cores):
- * kernels/coopmat/matmul_coop.comp, float16 inputs and output, float32 accumulation.
+ * vk_matmul_coop.c: float16 products on tensor cores (cooperative matrices), float16 inputs and
+ * output, float32 accumulation. Three kernels, best first:
+ *  - "cm2": kernels/coopmat2/matmul_cm2.comp, workgroup-scope matrices with tensor addressing
+ *    (VK_NV_cooperative_matrix2; the build has it when its glslang knows GL_NV_cooperative_matrix2,
+ *    EMBER_VK_COOPMAT2);
+ *  - "khr": kernels/coopmat/matmul_coop.comp built for GL_KHR_cooperative_matrix
+ *    (EMBER_VK_COOPMAT_KHR), subgroup-scope 16x16x16 matrices staged in shared memory;
+ *  - "nv": the same kernel built for GL_NV_cooperative_matrix (EMBER_VK_COOPMAT_NV), all Debian
+ *    12's glslang 12 can compile.
+ * Each needs the build to have compiled it and the device to offer its extension, 16x16x16
+ * float16 x float16 + float32 matrices at subgroup scope (cm2: the workgroup-scope, flexible
+ * dimensions and tensor addressing features, and Vulkan 1.3 for its SPIR-V 1.6), shaderFloat16,
+ * storageBuffer16BitAccess, vulkanMemoryModel (the SPIR-V declares it) and 32-wide subgroups
+ * (NVIDIA's are always 32; the kernels assume it). em_vk_coop_setup checks this once when the
+ * device starts and enables those extensions and features; anything else takes the tiled kernel
+ * (vk_matmul.c), as every product does on lavapipe.
  *
- * Three things must hold, checked once when the device starts (em_vk_coop_setup):
- *  - the build compiled a flavor of the kernel: CMakeLists.txt tests whether glslangValidator
- *    knows GL_KHR_cooperative_matrix and GL_NV_cooperative_matrix and defines
- *    EMBER_VK_COOPMAT_KHR / EMBER_VK_COOPMAT_NV for the flavors it built (Debian 12's glslang
- *    12 has only the NV one);
- *  - the device offers that flavor's extension with the cooperativeMatrix, shaderFloat16 and
- *    vulkanMemoryModel features (the SPIR-V of both flavors declares the Vulkan memory model),
- *    and lists 16x16x16 float16 x float16 + float32 matrices at subgroup scope;
- *  - its subgroups are 32 wide (the kernel's 256 invocations are 8 subgroups).
- * Then those extensions and features are enabled on the device. bfloat16 would need
- * VK_KHR_shader_bfloat16, which this glslang cannot target: bfloat16 takes the tiled kernel.
- *
- * EMBER_VK_COOPMAT=0 turns the path off (read at device start and on every product, so a
- * script can compare both paths).
+ * EMBER_VK_COOPMAT selects (docs/devices.md): unset, "1" or "auto" the best kernel the device
+ * has; "0" none (the tiled kernel); "cm2", "khr" or "nv" that kernel only (the tiled kernel where
+ * it is missing). It is read on every product (so a script can compare kernels) and at device
+ * start, where "nv" enables VK_NV_cooperative_matrix instead of the KHR extensions.
+ * EMBER_VK_COOP_TILE and EMBER_VK_CM2_TILE force a tile configuration (for measurements).
+ * bfloat16 would need GL_EXT_bfloat16 (glslang 15.3 and later): bfloat16 takes the tiled kernel.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "vk_matmul.h"
 
-enum { FLAVOR_NONE, FLAVOR_NV, FLAVOR_KHR };
-static int flavor_of[EM_MAX_DEVICES]; /* by Ember device id, set when the device starts */
+enum { FLAVOR_NONE, FLAVOR_NV, FLAVOR_KHR, FLAVOR_CM2 };
+static const char *const flavor_names[] = {"none", "nv", "khr", "cm2"};
+static uint32_t enabled_of[EM_MAX_DEVICES]; /* by Ember device id: bit f, flavor f enabled */
 
-/* VK_KHR_cooperative_matrix's names (absent from Debian 12's headers). */
+/* Names of VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 (absent from Debian 12's
+ * headers). */
 #define STYPE_COOP_FEATURES_KHR ((VkStructureType)1000506000)
 #define STYPE_COOP_PROPERTIES_KHR ((VkStructureType)1000506001)
-typedef struct coop_props_khr {
+#define STYPE_COOP2_FEATURES_NV ((VkStructureType)1000593000)
+#define STYPE_COOP2_FLEX_PROPERTIES_NV ((VkStructureType)1000593001)
+#define STYPE_COOP2_PROPERTIES_NV ((VkStructureType)1000593002)
+typedef struct em_coop_props_khr {
   VkStructureType sType;
   void *pNext;
   uint32_t MSize, NSize, KSize;
   int32_t AType, BType, CType, ResultType;
   VkBool32 saturatingAccumulation;
   int32_t scope;
-} coop_props_khr;
-typedef VkResult(VKAPI_PTR *coop_props_khr_fn)(VkPhysicalDevice, uint32_t *, coop_props_khr *);
+} em_coop_props_khr;
+typedef struct em_coop2_props_nv {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+  uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension;
+  uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+} em_coop2_props_nv;
+typedef struct em_coop2_flex_props_nv {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MGranularity, NGranularity, KGranularity;
+  int32_t AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  int32_t scope;
+  uint32_t workgroupInvocations;
+} em_coop2_flex_props_nv;
+typedef VkResult(VKAPI_PTR *coop_props_khr_fn)(VkPhysicalDevice, uint32_t *, em_coop_props_khr *);
+typedef VkResult(VKAPI_PTR *coop2_flex_fn)(VkPhysicalDevice, uint32_t *, em_coop2_flex_props_nv *);
 /* VkComponentTypeKHR/NV and VkScopeKHR/NV share their values. */
-enum { COMPONENT_F16 = 0, COMPONENT_F32 = 1, SCOPE_SUBGROUP = 3 };
+enum { COMPONENT_F16 = 0, COMPONENT_F32 = 1, SCOPE_WORKGROUP = 2, SCOPE_SUBGROUP = 3 };
 
-static bool coop_disabled(void) {
+/* The kernels' push constants (kernels/coopmat/matmul_coop.comp, kernels/coopmat2/matmul_cm2.comp):
+ * two batch dimensions, flat z in [0, nb1 * nb2) read as (z / nb2, z % nb2), each operand with
+ * its own stride per batch dimension (0: broadcast). */
+typedef struct coop_push {
+  uint32_t M, N, K, a_base, b_base, o_base;
+  uint32_t a_ld, b_ld; /* the strides of the non-contiguous dimensions */
+  uint32_t nb2;
+  uint32_t a_sb1, a_sb2, b_sb1, b_sb2, o_sb;
+  uint32_t m0, n0, batch0;
+  float alpha, beta;
+} coop_push;
+_Static_assert(sizeof(coop_push) == 76, "the tensor-core kernels' push constants");
+
+/* EMBER_VK_COOPMAT as a flavor: -1 auto, FLAVOR_NONE off, else that flavor. */
+static int wanted_flavor(void) {
   const char *v = getenv("EMBER_VK_COOPMAT");
-  return v && strcmp(v, "0") == 0;
+  if (v == NULL || v[0] == 0 || strcmp(v, "1") == 0 || strcmp(v, "auto") == 0) return -1;
+  for (int f = FLAVOR_NV; f <= FLAVOR_CM2; f++)
+    if (strcmp(v, flavor_names[f]) == 0) return f;
+  return FLAVOR_NONE; /* "0" and anything else */
 }
 
-static bool shape_ok(uint32_t m, uint32_t n, uint32_t k, int32_t at, int32_t bt, int32_t ct,
-                     int32_t rt, int32_t scope) {
+static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name) {
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(e[i].extensionName, name) == 0) return true;
+  return false;
+}
+
+static bool f16_shape(uint32_t m, uint32_t n, uint32_t k, int32_t at, int32_t bt, int32_t ct,
+                      int32_t rt, int32_t scope) {
   return m == 16 && n == 16 && k == 16 && at == COMPONENT_F16 && bt == COMPONENT_F16 &&
          ct == COMPONENT_F32 && rt == COMPONENT_F32 && scope == SCOPE_SUBGROUP;
+}
+
+/* The KHR list of shapes (n of them; NULL when the device has none). Free it. */
+static em_coop_props_khr *khr_shapes(const vk_device *D, uint32_t *n) {
+  coop_props_khr_fn get = (coop_props_khr_fn)vkg.vkGetInstanceProcAddr(
+      em_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+  *n = 0;
+  if (get == NULL || get(D->phys, n, NULL) != VK_SUCCESS || *n == 0) return NULL;
+  em_coop_props_khr *props = calloc(*n, sizeof *props);
+  if (props == NULL) return NULL;
+  for (uint32_t i = 0; i < *n; i++) props[i].sType = STYPE_COOP_PROPERTIES_KHR;
+  if (get(D->phys, n, props) != VK_SUCCESS) *n = 0;
+  return props;
 }
 
 /* Whether the device lists 16x16x16 float16 matrices with float32 accumulators. */
@@ -65,64 +129,46 @@ static bool has_shape(const vk_device *D, int flavor) {
     for (uint32_t i = 0; i < n; i++) props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
     if (get(D->phys, &n, props) == VK_SUCCESS)
       for (uint32_t i = 0; i < n && !found; i++)
-        found = shape_ok(props[i].MSize, props[i].NSize, props[i].KSize, props[i].AType,
-                         props[i].BType, props[i].CType, props[i].DType, props[i].scope);
+        found = f16_shape(props[i].MSize, props[i].NSize, props[i].KSize, props[i].AType,
+                          props[i].BType, props[i].CType, props[i].DType, props[i].scope);
     free(props);
     return found;
   }
-  coop_props_khr_fn get = (coop_props_khr_fn)vkg.vkGetInstanceProcAddr(
-      em_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
-  if (get == NULL || get(D->phys, &n, NULL) != VK_SUCCESS || n == 0) return false;
-  coop_props_khr *props = calloc(n, sizeof *props);
-  if (props == NULL) return false;
-  for (uint32_t i = 0; i < n; i++) props[i].sType = STYPE_COOP_PROPERTIES_KHR;
-  if (get(D->phys, &n, props) == VK_SUCCESS)
-    for (uint32_t i = 0; i < n && !found; i++)
-      found = shape_ok(props[i].MSize, props[i].NSize, props[i].KSize, props[i].AType,
-                       props[i].BType, props[i].CType, props[i].ResultType, props[i].scope);
+  em_coop_props_khr *props = khr_shapes(D, &n);
+  for (uint32_t i = 0; i < n && !found; i++)
+    found = f16_shape(props[i].MSize, props[i].NSize, props[i].KSize, props[i].AType,
+                      props[i].BType, props[i].CType, props[i].ResultType, props[i].scope);
   free(props);
   return found;
 }
 
-static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name) {
-  for (uint32_t i = 0; i < n; i++)
-    if (strcmp(e[i].extensionName, name) == 0) return true;
-  return false;
-}
-
-/* The flavor to use on D given its extensions: KHR first, when both were built. */
-static int pick_flavor(const VkExtensionProperties *e, uint32_t n) {
-#ifdef EMBER_VK_COOPMAT_KHR
-  if (has_ext(e, n, "VK_KHR_cooperative_matrix")) return FLAVOR_KHR;
-#endif
-#ifdef EMBER_VK_COOPMAT_NV
-  if (has_ext(e, n, "VK_NV_cooperative_matrix")) return FLAVOR_NV;
-#endif
-  (void)e, (void)n;
-  return FLAVOR_NONE;
-}
-
-/* Chains s's structures for the flavor: the cooperative-matrix features, then float16, then
+/* Chains s's structures: coopmat (NV or KHR, and coopmat2 when nv2), float16, 16-bit storage,
  * the memory model. */
-static void *chain(vk_coop_setup *s, int flavor) {
+static void *chain(vk_coop_setup *s, bool nv, bool nv2) {
   memset(s, 0, sizeof *s);
   s->vmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+  s->s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  s->s16.pNext = &s->vmm;
   s->f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
-  s->f16.pNext = &s->vmm;
-  if (flavor == FLAVOR_NV) {
+  s->f16.pNext = &s->s16;
+  if (nv) {
     s->nv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
     s->nv.pNext = &s->f16;
     return &s->nv;
   }
   s->khr.sType = STYPE_COOP_FEATURES_KHR;
   s->khr.pNext = &s->f16;
-  return &s->khr;
+  if (!nv2) return &s->khr;
+  s->nv2.sType = STYPE_COOP2_FEATURES_NV;
+  s->nv2.pNext = &s->khr;
+  return &s->nv2;
 }
 
 const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
                              uint32_t *next) {
-  flavor_of[D->id] = FLAVOR_NONE;
-  if (coop_disabled() || !(D->features & EM_FEATURE_COOPERATIVE_MATRIX) ||
+  enabled_of[D->id] = 0;
+  int want = wanted_flavor();
+  if (want == FLAVOR_NONE || !(D->features & EM_FEATURE_COOPERATIVE_MATRIX) ||
       D->subgroup_size != 32)
     return NULL;
   uint32_t n = 0;
@@ -130,63 +176,338 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
   VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
   if (e == NULL) return NULL;
   vkg.vkEnumerateDeviceExtensionProperties(D->phys, NULL, &n, e);
-  int flavor = pick_flavor(e, n);
+  bool khr = false, nv = false, nv2 = false;
+#ifdef EMBER_VK_COOPMAT_KHR
+  khr = want != FLAVOR_NV && has_ext(e, n, "VK_KHR_cooperative_matrix");
+#endif
+#ifdef EMBER_VK_COOPMAT2
+  nv2 = khr && D->props.apiVersion >= VK_API_VERSION_1_3 &&
+        has_ext(e, n, "VK_NV_cooperative_matrix2");
+#endif
+#ifdef EMBER_VK_COOPMAT_NV
+  nv = !khr && has_ext(e, n, "VK_NV_cooperative_matrix");
+#endif
   const void *enabled = NULL;
-  if (flavor != FLAVOR_NONE) {
+  if (khr || nv) {
     /* what the device supports ... */
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                    .pNext = chain(s, flavor)};
+                                    .pNext = chain(s, nv, nv2)};
     vkg.vkGetPhysicalDeviceFeatures2(D->phys, &f2);
-    bool coop = flavor == FLAVOR_NV ? s->nv.cooperativeMatrix : s->khr.cooperativeMatrix;
-    if (coop && s->f16.shaderFloat16 && s->vmm.vulkanMemoryModel && has_shape(D, flavor)) {
-      /* ... and only what the kernel needs enabled */
-      enabled = chain(s, flavor);
+    bool coop = nv ? s->nv.cooperativeMatrix : s->khr.cooperativeMatrix;
+    em_coop2_props_nv p2 = {.sType = STYPE_COOP2_PROPERTIES_NV};
+    if (nv2) {
+      VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p2};
+      vkg.vkGetPhysicalDeviceProperties2(D->phys, &pp);
+    }
+    /* the kernel: 256 invocations, matrices up to 256 x 256 */
+    nv2 = nv2 && s->nv2.cooperativeMatrixWorkgroupScope &&
+          s->nv2.cooperativeMatrixFlexibleDimensions && s->nv2.cooperativeMatrixTensorAddressing &&
+          p2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize >= 256 &&
+          p2.cooperativeMatrixFlexibleDimensionsMaxDimension >= 256;
+    if (coop && s->f16.shaderFloat16 && s->s16.storageBuffer16BitAccess &&
+        s->vmm.vulkanMemoryModel && has_shape(D, nv ? FLAVOR_NV : FLAVOR_KHR)) {
+      /* ... and only what the kernels need enabled */
+      enabled = chain(s, nv, nv2);
       s->nv.cooperativeMatrix = s->khr.cooperativeMatrix = VK_TRUE;
+      if (nv2) {
+        s->nv2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+        s->nv2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+        s->nv2.cooperativeMatrixTensorAddressing = VK_TRUE;
+      }
       s->f16.shaderFloat16 = VK_TRUE;
+      s->s16.storageBuffer16BitAccess = VK_TRUE;
       s->vmm.vulkanMemoryModel = VK_TRUE;
-      exts[(*next)++] = flavor == FLAVOR_NV ? "VK_NV_cooperative_matrix"
-                                            : "VK_KHR_cooperative_matrix";
-      /* core in Vulkan 1.2; named where the device lists them (1.1 devices need them) */
-      if (has_ext(e, n, "VK_KHR_shader_float16_int8")) exts[(*next)++] = "VK_KHR_shader_float16_int8";
-      if (has_ext(e, n, "VK_KHR_vulkan_memory_model")) exts[(*next)++] = "VK_KHR_vulkan_memory_model";
-      flavor_of[D->id] = flavor;
+      exts[(*next)++] = nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix";
+      if (nv2) exts[(*next)++] = "VK_NV_cooperative_matrix2";
+      /* core since Vulkan 1.1/1.2; named where the device lists them (older devices need them) */
+      static const char *const core[] = {"VK_KHR_shader_float16_int8", "VK_KHR_16bit_storage",
+                                         "VK_KHR_vulkan_memory_model"};
+      for (int i = 0; i < 3; i++)
+        if (has_ext(e, n, core[i])) exts[(*next)++] = core[i];
+      enabled_of[D->id] = nv ? 1u << FLAVOR_NV
+                             : (1u << FLAVOR_KHR) | (nv2 ? 1u << FLAVOR_CM2 : 0u);
     }
   }
   free(e);
   return enabled;
 }
 
-/* The one place that decides: float16, a device set up for it, not turned off, and a product
- * large enough for 128 x 128 tiles to pay. */
+/* ---- what the device reports ---------------------------------------------------------------- */
+
+static const char *type_name(int32_t t) {
+  switch (t) {
+  case 0: return "f16";
+  case 1: return "f32";
+  case 2: return "f64";
+  case 3: return "s8";
+  case 4: return "s16";
+  case 5: return "s32";
+  case 6: return "s64";
+  case 7: return "u8";
+  case 8: return "u16";
+  case 9: return "u32";
+  case 10: return "u64";
+  case 1000141000: return "bf16";
+  case 1000491000: return "s8x4";
+  case 1000491001: return "u8x4";
+  case 1000491002: return "e4m3";
+  case 1000491003: return "e5m2";
+  default: return "?";
+  }
+}
+
+static const char *scope_name(int32_t s) {
+  return s == SCOPE_SUBGROUP ? "sg" : s == SCOPE_WORKGROUP ? "wg" : s == 1 ? "dev" : "qf";
+}
+
+#define ADD(...) (at += (size_t)snprintf(buf + at, at < n ? n - at : 0, __VA_ARGS__))
+
+void em_vk_coop_describe(const vk_device *D, char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  if (!(D->features & EM_FEATURE_COOPERATIVE_MATRIX)) return;
+  uint32_t on = D->started ? enabled_of[D->id] : 0;
+  ADD("kernels:%s%s%s%s;", on & (1u << FLAVOR_CM2) ? " cm2" : "",
+      on & (1u << FLAVOR_KHR) ? " khr" : "", on & (1u << FLAVOR_NV) ? " nv" : "",
+      D->started ? (on ? "" : " none") : " (not started)");
+  uint32_t ne = 0;
+  vkg.vkEnumerateDeviceExtensionProperties(D->phys, NULL, &ne, NULL);
+  VkExtensionProperties *e = calloc(ne ? ne : 1, sizeof *e);
+  if (e == NULL) return;
+  vkg.vkEnumerateDeviceExtensionProperties(D->phys, NULL, &ne, e);
+  if (has_ext(e, ne, "VK_KHR_cooperative_matrix")) {
+    uint32_t k = 0;
+    em_coop_props_khr *p = khr_shapes(D, &k);
+    ADD(" khr:");
+    for (uint32_t i = 0; i < k; i++)
+      ADD(" %s*%s+%s=%s %ux%ux%u%s %s;", type_name(p[i].AType), type_name(p[i].BType),
+          type_name(p[i].CType), type_name(p[i].ResultType), p[i].MSize, p[i].NSize,
+          p[i].KSize, p[i].saturatingAccumulation ? " sat" : "", scope_name(p[i].scope));
+    free(p);
+  }
+  if (has_ext(e, ne, "VK_NV_cooperative_matrix")) ADD(" nv;");
+  if (has_ext(e, ne, "VK_NV_cooperative_matrix2")) {
+    vk_coop2_features_nv f = {.sType = STYPE_COOP2_FEATURES_NV};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
+    vkg.vkGetPhysicalDeviceFeatures2(D->phys, &f2);
+    em_coop2_props_nv p = {.sType = STYPE_COOP2_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p};
+    vkg.vkGetPhysicalDeviceProperties2(D->phys, &p2);
+    ADD(" nv2: features%s%s%s%s%s%s%s, max workgroup %u, max dimension %u, reserved shared %u B;",
+        f.cooperativeMatrixWorkgroupScope ? " workgroup-scope" : "",
+        f.cooperativeMatrixFlexibleDimensions ? " flexible-dimensions" : "",
+        f.cooperativeMatrixReductions ? " reductions" : "",
+        f.cooperativeMatrixConversions ? " conversions" : "",
+        f.cooperativeMatrixPerElementOperations ? " per-element" : "",
+        f.cooperativeMatrixTensorAddressing ? " tensor-addressing" : "",
+        f.cooperativeMatrixBlockLoads ? " block-loads" : "",
+        p.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize,
+        p.cooperativeMatrixFlexibleDimensionsMaxDimension,
+        p.cooperativeMatrixWorkgroupScopeReservedSharedMemory);
+    coop2_flex_fn get = (coop2_flex_fn)vkg.vkGetInstanceProcAddr(
+        em_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+    uint32_t k = 0;
+    if (get != NULL && get(D->phys, &k, NULL) == VK_SUCCESS && k > 0) {
+      em_coop2_flex_props_nv *q = calloc(k, sizeof *q);
+      if (q != NULL) {
+        for (uint32_t i = 0; i < k; i++) q[i].sType = STYPE_COOP2_FLEX_PROPERTIES_NV;
+        if (get(D->phys, &k, q) == VK_SUCCESS)
+          for (uint32_t i = 0; i < k; i++)
+            ADD(" %s*%s+%s=%s %ux%ux%u%s %s/%u;", type_name(q[i].AType), type_name(q[i].BType),
+                type_name(q[i].CType), type_name(q[i].ResultType), q[i].MGranularity,
+                q[i].NGranularity, q[i].KGranularity, q[i].saturatingAccumulation ? " sat" : "",
+                scope_name(q[i].scope), q[i].workgroupInvocations);
+        free(q);
+      }
+    }
+  }
+  free(e);
+  if (at >= n && n > 4) memcpy(buf + n - 4, "...", 4); /* cut: say so */
+}
+
+/* ---- the products ------------------------------------------------------------------------------ */
+
+/* The flavor for a product on D now: EMBER_VK_COOPMAT's choice among those enabled. */
+static int flavor_now(const vk_device *D) {
+  uint32_t on = enabled_of[D->id];
+  int want = wanted_flavor();
+  if (want >= 0) return (on >> want) & 1u ? want : FLAVOR_NONE;
+  for (int f = FLAVOR_CM2; f > FLAVOR_NONE; f--)
+    if ((on >> f) & 1u) return f;
+  return FLAVOR_NONE;
+}
+
+/* An operand viewed as rows x cols: its layout (column-major: rows contiguous) and the stride
+ * of its other dimension; false when neither dimension is contiguous, or the lines overlap (a
+ * stride shorter than a line: expanded views), or a stride does not fit (the tiled kernel's
+ * cases). */
+static bool operand_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *col,
+                           uint32_t *ld) {
+  int64_t l;
+  if (cs == 1 || cols == 1) *col = false, l = rows == 1 ? cols : rs;
+  else if (rs == 1 || rows == 1) *col = true, l = cols == 1 ? rows : cs;
+  else return false;
+  if (l < (*col ? rows : cols) || l > INT32_MAX) return false;
+  *ld = (uint32_t)l;
+  return true;
+}
+
+/* The batch shape of out (up to two dimensions before the matrix) and t's stride along batch
+ * dimension d (0 outer, 1 inner); 0 where t broadcasts or lacks the dimension. */
+static int64_t batch_size(const em_tensor *out, int d) {
+  int k = out->ndim - 4 + d;
+  return k >= 0 ? out->sizes[k] : 1;
+}
+static int64_t batch_stride(const em_tensor *t, int d) {
+  int k = t->ndim - 4 + d;
+  return k >= 0 && t->sizes[k] > 1 ? t->strides[k] : 0;
+}
+
+/* Fills p from the operands; false where the kernels cannot read them (then the tiled kernel). */
+static bool coop_push_for(coop_push *p, bool *acol, bool *bcol, const em_tensor *out,
+                          const em_tensor *a, const em_tensor *b) {
+  int nd = out->ndim;
+  if (nd < 2 || nd > 4 || a->ndim < 2 || b->ndim < 2) return false;
+  int64_t M = out->sizes[nd - 2], N = out->sizes[nd - 1], K = a->sizes[a->ndim - 1];
+  if (!operand_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], acol, &p->a_ld) ||
+      !operand_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], bcol, &p->b_ld))
+    return false;
+  int64_t v[] = {M, N, K, a->offset, b->offset, out->offset, batch_stride(a, 0),
+                 batch_stride(a, 1), batch_stride(b, 0), batch_stride(b, 1), M * N,
+                 batch_size(out, 1)};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (v[i] < 0 || v[i] > INT32_MAX) return false;
+  p->M = (uint32_t)M, p->N = (uint32_t)N, p->K = (uint32_t)K;
+  p->a_base = (uint32_t)a->offset, p->b_base = (uint32_t)b->offset;
+  p->o_base = (uint32_t)out->offset;
+  p->a_sb1 = (uint32_t)v[6], p->a_sb2 = (uint32_t)v[7];
+  p->b_sb1 = (uint32_t)v[8], p->b_sb2 = (uint32_t)v[9];
+  p->o_sb = (uint32_t)(M * N);
+  p->nb2 = (uint32_t)batch_size(out, 1);
+  return true;
+}
+
+/* The one place that decides: float16, a kernel enabled and chosen, operands it can read, and a
+ * product large enough for its tiles to pay. */
 bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
                        const em_tensor *b) {
-  (void)b;
-  if (out->dtype_id != EM_FLOAT16 || flavor_of[D->id] == FLAVOR_NONE || coop_disabled())
+  int flavor = flavor_now(D);
+  if (out->dtype_id != EM_FLOAT16 || flavor == FLAVOR_NONE) return false;
+  /* the subgroup-scope kernel's default tile: two stages of 128 x 40 halves per operand and a
+   * 16 x 16 float scratch per subgroup */
+  if (flavor != FLAVOR_CM2 && D->props.limits.maxComputeSharedMemorySize < 4 * 2 * 128 * 40 * 2 / 2 + 4096)
     return false;
-  /* the kernel's shared memory: two 128 x 40 float16 slices and 8 16 x 16 float scratches */
-  if (D->props.limits.maxComputeSharedMemorySize < 2 * 128 * 40 * 2 + 8 * 256 * 4) return false;
-  return MM_ROWS(out) >= 64 && MM_COLS(out) >= 64 && MM_COLS(a) >= 32;
+  coop_push p;
+  bool acol, bcol;
+  if (!coop_push_for(&p, &acol, &bcol, out, a, b)) return false;
+  return p.M >= 64 && p.N >= 64 && p.K >= 32;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Records the grid of bm x bn tiles over nb batch elements, split into several launches where it
+ * exceeds the device's limits (m0, n0, batch0 say where each starts). */
+static int grid(vk_device *D, vk_launch *L, coop_push *p, int64_t nb, int64_t bm, int64_t bn) {
+  const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
+  int64_t total[3] = {cdiv(p->N, bn), cdiv(p->M, bm), nb};
+  for (int64_t z = 0; z < total[2]; z += lim[2])
+    for (int64_t y = 0; y < total[1]; y += lim[1])
+      for (int64_t x = 0; x < total[0]; x += lim[0]) {
+        int64_t at[3] = {x, y, z};
+        for (int d = 0; d < 3; d++)
+          L->groups[d] = (uint32_t)(total[d] - at[d] < lim[d] ? total[d] - at[d] : lim[d]);
+        p->n0 = (uint32_t)x, p->m0 = (uint32_t)y, p->batch0 = (uint32_t)z;
+        if (em_vk_launch(D, L) != 0) return -1;
+      }
+  return 0;
+}
+
+/* Whether x and the batch strides are multiples of 8 elements (16-byte chunks). */
+static bool aligned8(uint32_t x, uint32_t s1, uint32_t s2) { return (x | s1 | s2) % 8 == 0; }
+
+/* The coopmat2 tile: 128 x 256 (what ggml's large tile is) where there are enough of them to
+ * fill the GPU, else 128 x 128; EMBER_VK_CM2_TILE=BMxBNxBK forces one, optionally followed by
+ * "p" (prefetch) and "u2", "u4" or "u16" (unroll; 8 by default): t[3] holds those MODES bits. */
+static void cm2_tile(const coop_push *p, int64_t nb, uint32_t t[4]) {
+  const char *force = getenv("EMBER_VK_CM2_TILE");
+  unsigned bm, bn, bk, u = 8;
+  char opts[8] = "";
+  int got = force ? sscanf(force, "%ux%ux%u%7s", &bm, &bn, &bk, opts) : 0;
+  if (got >= 3 && bm % 16 == 0 && bn % 16 == 0 && bk % 16 == 0 && bm && bn && bk) {
+    /* options after BK: "p" prefetch, "u2", "u4", "u16" unroll */
+    const char *up = strchr(opts, 'u');
+    if (up) u = (unsigned)atoi(up + 1);
+    t[0] = bm, t[1] = bn, t[2] = bk;
+    t[3] = (strchr(opts, 'p') ? 8u : 0u) | (u == 2 ? 1u : u == 4 ? 2u : u == 16 ? 3u : 0u) << 4;
+    return;
+  }
+  bool large = cdiv(p->M, 128) * cdiv(p->N, 256) * nb >= 256;
+  t[0] = 128, t[1] = large ? 256 : 128, t[2] = 32, t[3] = 0;
+}
+
+/* The subgroup-scope kernel's configuration (kernels/coopmat/matmul_coop.comp's CFG): WM x WN
+ * subgroups of FM x FN 16 x 16 matrices, slices of BK. 2 x 2 subgroups of 4 x 4 (128 x 128
+ * tiles, BK 32) by default, which kernels/coopmat/matmul_coop_fixed.comp has built in (*fixed);
+ * EMBER_VK_COOP_TILE=WMxWN:FMxFN:BK forces one (its chunks must divide among the invocations
+ * and its shared memory fit), with a trailing "s" the specialized kernel even for the default. */
+enum { COOP_FIXED_CFG = 0x24422 };
+static uint32_t coop_cfg(const vk_device *D, uint32_t *threads, uint32_t *bm, uint32_t *bn,
+                         bool *fixed) {
+  unsigned wm = 2, wn = 2, fm = 4, fn = 4, bk = 32;
+  const char *force = getenv("EMBER_VK_COOP_TILE");
+  unsigned v[5];
+  char spec = 0;
+  if (force && sscanf(force, "%ux%u:%ux%u:%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &spec) >= 5 &&
+      v[0] && v[0] < 16 && v[1] && v[1] < 16 && v[2] && v[2] < 16 && v[3] && v[3] < 16 &&
+      v[4] >= 16 && v[4] <= 240 && v[4] % 16 == 0) {
+    unsigned t = 32 * v[0] * v[1], m = v[0] * v[2] * 16, n = v[1] * v[3] * 16, k = v[4];
+    /* two stages of padded slices and the per-subgroup scratch */
+    uint64_t sa = m * (k + 8) > k * (m + 8) ? m * (k + 8) : k * (m + 8);
+    uint64_t sb = n * (k + 8) > k * (n + 8) ? n * (k + 8) : k * (n + 8);
+    uint64_t shared = 2 * 2 * (sa + sb) + (uint64_t)v[0] * v[1] * 1024;
+    if (t <= D->props.limits.maxComputeWorkGroupInvocations && (m * k / 8) % t == 0 &&
+        (n * k / 8) % t == 0 && shared <= D->props.limits.maxComputeSharedMemorySize)
+      wm = v[0], wn = v[1], fm = v[2], fn = v[3], bk = v[4];
+  }
+  *threads = 32 * wm * wn, *bm = wm * fm * 16, *bn = wn * fn * 16;
+  uint32_t cfg = wm | wn << 4 | fm << 8 | fn << 12 | (bk / 16) << 16;
+  *fixed = cfg == COOP_FIXED_CFG && spec != 's';
+  return cfg;
 }
 
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta) {
-  int64_t B = em_gemm_batches(out), M = MM_ROWS(out), N = MM_COLS(out);
-  mm_push p = {0};
-  if (em_vk_mm_push_common(&p, out, a, b) != 0)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "gemm: not implemented on %s for a "
-                             "stride or offset beyond 2^31 elements", D->name);
-  p.s.f[0] = (float)alpha;
-  p.s.f[1] = (float)beta;
-  /* chunks of 8 halves: one 128-bit load each when whole and aligned */
-  uint32_t amode = em_vk_mm_layout(a, 8), bmode = em_vk_mm_layout(b, 8);
-  bool pairs = N % 2 == 0 && out->offset % 2 == 0;
-  vk_launch L = {
-    .module = flavor_of[D->id] == FLAVOR_KHR ? "matmul_coop_KHR" : "matmul_coop_NV",
-    .push = &p,
-    .push_size = MM_PUSH_F32,
-    .spec = {amode, bmode, pairs ? 2u : 0u, ~0u},
-    .ops = {out, a, b},
-    .writes = 1u,
-  };
-  return em_vk_mm_grid(D, &L, &p, B, M, N, 128);
+  coop_push p = {0};
+  bool acol, bcol;
+  if (!coop_push_for(&p, &acol, &bcol, out, a, b))
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "gemm: operands the tensor-core kernels "
+                             "cannot read on %s", D->name);
+  int64_t nb = batch_size(out, 0) * batch_size(out, 1);
+  p.alpha = (float)alpha;
+  p.beta = (float)beta;
+  int flavor = flavor_now(D);
+  uint32_t modes = (acol ? 1u : 0u) | (bcol ? 2u : 0u);
+  vk_launch L = {.push = &p, .push_size = sizeof p, .ops = {out, a, b}, .writes = 1u};
+  if (flavor == FLAVOR_CM2) {
+    uint32_t t[4];
+    cm2_tile(&p, nb, t);
+    modes |= t[3];
+    if (aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2) && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2))
+      modes |= 4u;
+    L.module = "matmul_cm2";
+    L.spec[0] = modes, L.spec[1] = t[0], L.spec[2] = t[1], L.spec[3] = t[2];
+    return grid(D, &L, &p, nb, t[0], t[1]);
+  }
+  /* chunks of 8 halves along the contiguous dimension: one 128-bit load when whole and aligned */
+  uint32_t alen = acol ? p.M : p.K, blen = bcol ? p.K : p.N;
+  if (alen % 8 == 0 && aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2)) modes |= 4u;
+  if (blen % 8 == 0 && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2)) modes |= 8u;
+  if (p.N % 8 == 0 && p.o_base % 8 == 0) modes |= 16u;
+  uint32_t threads, bm, bn;
+  bool fixed;
+  uint32_t cfg = coop_cfg(D, &threads, &bm, &bn, &fixed);
+  L.module = flavor == FLAVOR_KHR ? (fixed ? "matmul_coop_fixed_KHR" : "matmul_coop_KHR")
+                                  : (fixed ? "matmul_coop_fixed_NV" : "matmul_coop_NV");
+  L.spec[0] = modes, L.spec[1] = threads, L.spec[2] = cfg, L.spec[3] = ~0u;
+  return grid(D, &L, &p, nb, bm, bn);
 }
