@@ -162,6 +162,10 @@ local function time(f, reps, inner)
   repeat f(); f(); ember.synchronize(dev) until ember.clock() - w0 > 0.25
   local s = {}
   for i = 1, reps do
+    -- results of the last run go back to the cache first: without it a run could time the
+    -- allocation of new device memory for its results (cm2 at n = 4096 then timed 54-76
+    -- TFLOP/s in some runs against a kernel time of 255; tests/gpu/matmul_kernels.lua)
+    collectgarbage()
     local t0 = ember.clock()
     for _ = 1, inner do f() end
     ember.synchronize(dev)
