@@ -76,7 +76,9 @@ end
 
 -- { N, C, H, W, M, kh, kw, options }: strides, padding, dilation, groups (depthwise too), 1x1
 -- (no im2col), odd sizes, more than 32 output channels (two row tiles), K across several
--- 32-wide tiles and 256-wide slices (Kg = 300; P = 400 for the weight gradient).
+-- 32-wide tiles and 256-wide slices (Kg = 300; P = 400 for the weight gradient). Stride 1 takes
+-- the shifted-window path, except an input gradient whose padding exceeds dilation*(k-1)
+-- (the last case), which takes im2col as other strides do.
 local cases = {
   { 2, 3, 7, 7, 4, 3, 3, { padding = 1 } },
   { 1, 4, 9, 8, 6, 3, 2, { stride = 2, padding = { 1, 0 }, dilation = { 1, 2 } } },
@@ -86,6 +88,8 @@ local cases = {
   { 1, 3, 11, 13, 33, 5, 5, { padding = 2, stride = { 1, 3 } } },
   { 1, 12, 10, 10, 40, 5, 5, {} },
   { 2, 2, 20, 20, 3, 3, 3, { padding = 1 } },
+  { 2, 3, 9, 9, 5, 3, 3, { padding = 2, dilation = 2 } },
+  { 1, 3, 5, 5, 4, 1, 1, { padding = 1 } },
 }
 
 local function describe_case(c)

@@ -151,6 +151,23 @@ AVX512BF16 static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, i
       dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = b[k * rs + (j0 + j) * cs];
 }
 
+/* Columns j0 .. j0+15 of a K x N matrix whose row k is the N contiguous values at rows[k], as
+ * one panel of pairs (em_bf16_pack_b_rows). */
+AVX512BF16 static void pack_rows_panel(const uint16_t *const *rows, int64_t K, int64_t N,
+                                       int64_t Kp, int64_t j0, uint16_t *dst) {
+  int64_t nj = N - j0 < PW ? N - j0 : PW;
+  if (nj < 0) nj = 0;
+  __mmask16 m = (__mmask16)((1u << nj) - 1);
+  for (int64_t p = 0; p < Kp / 2; p++) {
+    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+    if (2 * p < K)
+      lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[2 * p] + j0));
+    if (2 * p + 1 < K)
+      hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[2 * p + 1] + j0));
+    _mm512_storeu_si512(dst + p * 2 * PW, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+
 /* ---- the kernels: c (TM x TN floats) = A rows @ two B panels ------------------------------- */
 
 /* c (ldc) [+]= rows x 32 of A (rows of lda, kc values from a) @ the two B panels' slices b0, b1
@@ -415,6 +432,20 @@ void em_bf16_pack_b(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_
                     uint16_t *bp) {
   int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
   for (int64_t p = 0; p < panels; p++) pack_b_panel(b, rs, cs, K, N, Kp, p * PW, bp + p * Kp * PW);
+}
+
+void em_bf16_pack_a_rows(const uint16_t *const *rows, int64_t M, int64_t K, uint16_t *ap) {
+  int64_t Kp = round_up(K, KQ);
+  for (int64_t i = 0; i < M; i++) {
+    memcpy(ap + i * Kp, rows[i], (size_t)K * sizeof *ap);
+    memset(ap + i * Kp + K, 0, (size_t)(Kp - K) * sizeof *ap);
+  }
+  memset(ap + M * Kp, 0, (size_t)((round_up(M, TM) - M) * Kp) * sizeof *ap);
+}
+
+void em_bf16_pack_b_rows(const uint16_t *const *rows, int64_t K, int64_t N, uint16_t *bp) {
+  int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
+  for (int64_t p = 0; p < panels; p++) pack_rows_panel(rows, K, N, Kp, p * PW, bp + p * Kp * PW);
 }
 
 void em_bf16_gemm_packed(int path, int64_t M, int64_t N, int64_t K, const uint16_t *ap,

@@ -47,6 +47,11 @@ void em_bf16_pack_a(const uint16_t *a, int64_t rs, int64_t cs, int64_t M, int64_
                     uint16_t *ap);
 void em_bf16_pack_b(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_t N,
                     uint16_t *bp);
+/* The same layouts from a matrix given by its rows: rows[i] points at the contiguous values of
+ * row i (K of them for A [M, K], N for B [K, N]); the rows may lie anywhere, overlapping too
+ * (a convolution's columns are shifted windows of one padded image). */
+void em_bf16_pack_a_rows(const uint16_t *const *rows, int64_t M, int64_t K, uint16_t *ap);
+void em_bf16_pack_b_rows(const uint16_t *const *rows, int64_t K, int64_t N, uint16_t *bp);
 /* out [M, N] (row stride ldo, bfloat16 or, with out_f32, float32) = beta * out + row_bias[i]
  * + A @ B on packed operands, on the calling thread, accumulated in float32 and rounded once.
  * beta == 0 does not read out; row_bias (float32) may be NULL; K > 0. */
