@@ -90,6 +90,10 @@ local cases = {
   { 2, 2, 20, 20, 3, 3, 3, { padding = 1 } },
   { 2, 3, 9, 9, 5, 3, 3, { padding = 2, dilation = 2 } },
   { 1, 3, 5, 5, 4, 1, 1, { padding = 1 } },
+  -- large enough (2M multiply-adds, several units) to split units across threads, the
+  -- weight gradient summing per-thread buffers: stride 1 (shifted) and stride 2 (im2col)
+  { 4, 8, 14, 14, 20, 5, 5, { padding = 2 } },
+  { 4, 16, 16, 16, 64, 3, 3, { stride = 2, padding = 1 } },
 }
 
 local function describe_case(c)
@@ -152,6 +156,17 @@ describe('bfloat16 conv2d on the CPU', function()
     assert.are.same(R.flat(F.conv_transpose2d(gy, w, nil, { padding = 1 })), R.flat(x.grad))
     assert.are.same(R.flat(F.conv2d_weight(x:detach(), { 4, 3, 3, 3 }, gy, { padding = 1 })),
       R.flat(w.grad))
+  end)
+
+  it('sums the weight gradient over threads in a fixed order (the same bits every call)', function()
+    H.seed(8)
+    local x, gy = bf({ 8, 16, 14, 14 }), bf({ 8, 32, 14, 14 })
+    for _, o in ipairs({ { padding = 2 }, { padding = 2, stride = 2 } }) do
+      local y = F.conv2d(x, bf({ 32, 16, 5, 5 }), nil, o)
+      local g = gy[{ {}, {}, { 1, y:size(3) }, { 1, y:size(4) } }]:contiguous()
+      local a = F.conv2d_weight(x, { 32, 16, 5, 5 }, g, o)
+      for _ = 1, 3 do assert.are.same(R.flat(a), R.flat(F.conv2d_weight(x, { 32, 16, 5, 5 }, g, o))) end
+    end
   end)
 
   it('keeps NaN and infinity through the bf16 kernels', function()
