@@ -327,7 +327,7 @@ static int weight_grad_shifted(bf_plan *b, const uint16_t *xd, const uint16_t *g
         for (int64_t oh = 0; oh < g->OH; oh++)
           memcpy(gyp + m * s.Pp + oh * s.Wp, gyu + (m * g->OH + oh) * g->OW,
                  (size_t)g->OW * sizeof *gyp);
-      em_bf16_pack_b(gyp, 1, s.Pp, s.Pp, p->Mg, bp);
+      em_bf16_pack_b_t(gyp, s.Pp, s.Pp, p->Mg, bp);
       em_bf16_gemm_packed(b->path, p->Kg, p->Mg, s.Pp, ap, bp, 1, NULL,
                           acc + grp * p->Kg * p->Mg, true, p->Mg, (float *)(mem + cs_off));
     }
@@ -494,7 +494,7 @@ int em_conv_bf16_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor 
       em_bf16_pack_a(gyd + (n * g->M + grp * p->Mg) * p->P, p->P, 1, p->Mg, p->P, ap);
       if (!p->direct) im2col_bf16(p, xu, cols);
       /* cols [Kg, P] read as its transpose [P, Kg]: row stride 1, column stride P */
-      em_bf16_pack_b(p->direct ? xu : cols, 1, p->P, p->P, p->Kg, bp);
+      em_bf16_pack_b_t(p->direct ? xu : cols, p->P, p->P, p->Kg, bp);
       em_bf16_gemm_packed(b.path, p->Mg, p->Kg, p->P, ap, bp, 1, NULL,
                           acc + grp * p->Mg * p->Kg, true, p->Kg, (float *)(mem + cs_off));
     }

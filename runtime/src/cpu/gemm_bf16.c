@@ -168,6 +168,29 @@ AVX512BF16 static void pack_rows_panel(const uint16_t *const *rows, int64_t K, i
   }
 }
 
+/* Columns j0 .. j0+15 of B given transposed (element (k, n) at bt[n * ld + k]) as one panel
+ * of pairs: each pair (k, k+1) of a column is one 32-bit element of its stored row, so a pair
+ * row of the panel is one 16-lane gather (em_bf16_pack_b_t). */
+AVX512BF16 static void pack_t_panel(const uint16_t *bt, int64_t ld, int64_t K, int64_t N,
+                                    int64_t Kp, int64_t j0, uint16_t *dst) {
+  int64_t nj = N - j0 < PW ? N - j0 : PW;
+  if (nj < 0) nj = 0;
+  __mmask16 m = (__mmask16)((1u << nj) - 1);
+  const uint16_t *base = bt + j0 * ld;
+  __m512i idx = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32((int)(ld * 2)));
+  int64_t p = 0;
+  for (; p < K / 2; p++)
+    _mm512_storeu_si512(dst + p * 2 * PW,
+                        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base + 2 * p, 1));
+  for (; p < Kp / 2; p++) { /* the odd last k (its pair is zero), then K's padding */
+    uint32_t row[PW] = {0};
+    for (int64_t j = 0; j < nj && 2 * p < K; j++) row[j] = base[j * ld + 2 * p];
+    memcpy(dst + p * 2 * PW, row, sizeof row);
+  }
+}
+
 /* ---- the kernels: c (TM x TN floats) = A rows @ two B panels ------------------------------- */
 
 /* c (ldc) [+]= rows x 32 of A (rows of lda, kc values from a) @ the two B panels' slices b0, b1
@@ -446,6 +469,15 @@ void em_bf16_pack_a_rows(const uint16_t *const *rows, int64_t M, int64_t K, uint
 void em_bf16_pack_b_rows(const uint16_t *const *rows, int64_t K, int64_t N, uint16_t *bp) {
   int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
   for (int64_t p = 0; p < panels; p++) pack_rows_panel(rows, K, N, Kp, p * PW, bp + p * Kp * PW);
+}
+
+void em_bf16_pack_b_t(const uint16_t *bt, int64_t ld, int64_t K, int64_t N, uint16_t *bp) {
+  int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
+  if (ld > INT32_MAX / (2 * PW)) { /* gather offsets are 32-bit */
+    em_bf16_pack_b(bt, 1, ld, K, N, bp);
+    return;
+  }
+  for (int64_t p = 0; p < panels; p++) pack_t_panel(bt, ld, K, N, Kp, p * PW, bp + p * Kp * PW);
 }
 
 void em_bf16_gemm_packed(int path, int64_t M, int64_t N, int64_t K, const uint16_t *ap,

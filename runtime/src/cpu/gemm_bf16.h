@@ -52,6 +52,9 @@ void em_bf16_pack_b(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_
  * (a convolution's columns are shifted windows of one padded image). */
 void em_bf16_pack_a_rows(const uint16_t *const *rows, int64_t M, int64_t K, uint16_t *ap);
 void em_bf16_pack_b_rows(const uint16_t *const *rows, int64_t K, int64_t N, uint16_t *bp);
+/* B [K, N] given as its transpose, rows of K contiguous values ld apart: element (k, n) at
+ * bt[n * ld + k] (a weight gradient's cols^T). */
+void em_bf16_pack_b_t(const uint16_t *bt, int64_t ld, int64_t K, int64_t N, uint16_t *bp);
 /* out [M, N] (row stride ldo, bfloat16 or, with out_f32, float32) = beta * out + row_bias[i]
  * + A @ B on packed operands, on the calling thread, accumulated in float32 and rounded once.
  * beta == 0 does not read out; row_bias (float32) may be NULL; K > 0. */
