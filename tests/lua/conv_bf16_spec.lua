@@ -169,6 +169,16 @@ describe('bfloat16 conv2d on the CPU', function()
     end
   end)
 
+  it('refuses a misspelt EMBER_CPU_BF16, in the words of the op called', function()
+    local x, w = ember.ones(1, 1, 3, 3, { dtype = 'bfloat16' }), ember.ones(1, 1, 2, 2, { dtype = 'bfloat16' })
+    with_env('EMBER_CPU_BF16', 'amx2', function()
+      H.assert_error(function() F.conv2d(x, w) end,
+        "conv2d: EMBER_CPU_BF16: expected 0, 1, auto, amx or avx512, got 'amx2'")
+      H.assert_error(function() F.conv_transpose2d(x, w) end,
+        "conv_transpose2d: EMBER_CPU_BF16: expected 0, 1, auto, amx or avx512, got 'amx2'")
+    end)
+  end)
+
   it('keeps NaN and infinity through the bf16 kernels', function()
     for _, mode in ipairs({ 'auto', '0' }) do
       with_env('EMBER_CPU_BF16', mode, function()

@@ -14,10 +14,14 @@
  *    the bias is added, then the unit is rounded;
  *  - weight gradient: every thread sums its units in a float32 [M, Kg] buffer; the buffers are
  *    added in thread order (deterministic, as conv.c) and the sum is rounded.
- * The weights are packed once per call (both groups layouts), shared by every thread; im2col
- * writes the unit's bf16 columns (an L2-sized block: 313 KB for the CNN benchmark's conv2)
- * which the gemm_bf16 packer then turns into (k, k+1) pairs. A 1x1 kernel with stride 1 and no
- * padding packs straight from x.
+ * The weights are packed once per call (every group), shared by every thread. The columns:
+ *  - stride 1: none are formed; each row of the column matrix is a contiguous window of the
+ *    unit's zero-padded image once the outputs are computed Wp (padded width) to a row, so the
+ *    packers read the image in place (the "shifted" section below); the input gradient is then
+ *    a stride-1 convolution of gy with the flipped weights, run by the same forward code;
+ *  - other strides: im2col writes the unit's bf16 columns (an L2-sized block), which the
+ *    gemm_bf16 packer turns into (k, k+1) pairs;
+ *  - a 1x1 kernel with stride 1 and no padding packs straight from x.
  *
  * Where the CPU has no bf16 instructions, or EMBER_CPU_BF16=0 asks for the portable path, the
  * operands are widened to float32, conv.c's float32 kernels run, and the result is rounded once:
@@ -109,7 +113,8 @@ static int alloc_scratch(bf_plan *b, int64_t per_thread) {
   size_t bytes = (size_t)b->scratch * (size_t)b->p.threads;
   b->mem = aligned_alloc(64, bytes);
   if (b->mem == NULL)
-    return em_error_kind_set(EM_ERR_OOM, "conv2d: out of memory for bfloat16 scratch (%zu bytes)",
+    return em_error_kind_set(EM_ERR_OOM,
+                             "out of memory for the bfloat16 convolution's scratch (%zu bytes)",
                              bytes);
   return 0;
 }
@@ -121,7 +126,7 @@ static uint16_t *pack_weights(const conv_plan *p, const uint16_t *w, bool transp
   *per = em_bf16_a_size(M, K);
   uint16_t *wp = aligned_alloc(64, (size_t)round64(*per * p->g->groups * 2));
   if (wp == NULL) {
-    em_error_kind_set(EM_ERR_OOM, "conv2d: out of memory packing bfloat16 weights");
+    em_error_kind_set(EM_ERR_OOM, "out of memory packing the bfloat16 convolution's weights");
     return NULL;
   }
   for (int64_t grp = 0; grp < p->g->groups; grp++) {
@@ -139,7 +144,7 @@ static int setup(bf_plan *b, const em_tensor *bias, int64_t channels, float **fb
                  int64_t per_thread) {
   if (bias) {
     *fb = malloc((size_t)channels * sizeof **fb);
-    if (*fb == NULL) return em_error_kind_set(EM_ERR_OOM, "conv2d: out of memory");
+    if (*fb == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory");
     em_cvt_bf16_to_f32(*fb, (const uint16_t *)em_cpu_ptr(bias), channels);
   }
   *wp = pack_weights(&b->p, w, transposed, wper);
@@ -153,7 +158,8 @@ static int setup(bf_plan *b, const em_tensor *bias, int64_t channels, float **fb
   return 0;
 }
 
-/* Plans the call: NULL path (portable) leaves the caller on through_f32. */
+/* Plans the call; returns the bf16 path (EM_BF16_PORTABLE: the caller goes through_f32), or -1
+ * for a misspelt EMBER_CPU_BF16. */
 static int plan(bf_plan *b, const em_conv_geom *g) {
   em_conv_plan_init(&b->p, g, EM_FLOAT32);
   b->mem = NULL;
@@ -167,14 +173,14 @@ static float *widen_bias(const em_tensor *bias, int64_t n, bool *ok) {
   if (bias == NULL) return NULL;
   float *f = malloc((size_t)n * sizeof *f);
   if (f == NULL) {
-    em_error_kind_set(EM_ERR_OOM, "conv2d: out of memory");
+    em_error_kind_set(EM_ERR_OOM, "out of memory");
     *ok = false;
   }
   else em_cvt_bf16_to_f32(f, (const uint16_t *)em_cpu_ptr(bias), n);
   return f;
 }
 
-/* ---- stride 1: the columns are shifted windows of the padded image ---------------------------- */
+/* ---- stride 1: the columns are shifted windows of the padded image --------------------------- */
 
 /* With stride 1, column value (k, oh*OW + ow) of tap k = (c, ki, kj) is xpad[off[k] + oh*Wp + ow],
  * xpad being the unit's input zero-padded to [Cg, Hp, Wp] and off[k] = (c*Hp + ki*dh)*Wp + kj*dw.
@@ -198,7 +204,7 @@ static int shifted_init(shifted *s, const conv_plan *p) {
   s->Hp = g->H + 2 * g->ph, s->Wp = g->W + 2 * g->pw, s->Pp = g->OH * s->Wp;
   s->xlen = p->Cg * s->Hp * s->Wp + (g->kw - 1) * g->dw;
   s->off = malloc((size_t)p->Kg * sizeof *s->off);
-  if (s->off == NULL) return em_error_kind_set(EM_ERR_OOM, "conv2d: out of memory");
+  if (s->off == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory");
   for (int64_t c = 0; c < p->Cg; c++)
     for (int64_t ki = 0; ki < g->kh; ki++)
       for (int64_t kj = 0; kj < g->kw; kj++)
@@ -275,7 +281,7 @@ static int input_grad_shifted(int path, const em_conv_geom *g, const uint16_t *g
   t.ph = g->dh * (g->kh - 1) - g->ph, t.pw = g->dw * (g->kw - 1) - g->pw;
   int64_t Cg = g->C / g->groups, Mg = g->M / g->groups, kk = g->kh * g->kw;
   uint16_t *wt = malloc((size_t)(g->M * Cg * kk) * sizeof *wt);
-  if (wt == NULL) return em_error_kind_set(EM_ERR_OOM, "conv_transpose2d: out of memory");
+  if (wt == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory");
   for (int64_t grp = 0; grp < g->groups; grp++)
     for (int64_t m = 0; m < Mg; m++)
       for (int64_t c = 0; c < Cg; c++)
@@ -342,7 +348,7 @@ static int weight_grad_shifted(bf_plan *b, const uint16_t *xd, const uint16_t *g
   if (row == NULL) {
     free(s.off);
     free(b->mem);
-    return em_error_kind_set(EM_ERR_OOM, "conv2d_weight: out of memory");
+    return em_error_kind_set(EM_ERR_OOM, "out of memory");
   }
   for (int64_t grp = 0; grp < g->groups; grp++)
     for (int64_t m = 0; m < p->Mg; m++) {
@@ -356,7 +362,7 @@ static int weight_grad_shifted(bf_plan *b, const uint16_t *xd, const uint16_t *g
   return 0;
 }
 
-/* ---- forward ----------------------------------------------------------------------------------- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 int em_conv_bf16_forward(em_tensor *y, const em_tensor *x, const em_tensor *w,
                          const em_tensor *bias, const em_conv_geom *g) {
@@ -403,7 +409,7 @@ int em_conv_bf16_forward(em_tensor *y, const em_tensor *x, const em_tensor *w,
   return 0;
 }
 
-/* ---- input gradient ---------------------------------------------------------------------------- */
+/* ---- input gradient -------------------------------------------------------------------------- */
 
 int em_conv_bf16_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
                             const em_tensor *bias, const em_conv_geom *g) {
@@ -457,7 +463,7 @@ int em_conv_bf16_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor 
   return 0;
 }
 
-/* ---- weight gradient ---------------------------------------------------------------------------- */
+/* ---- weight gradient ------------------------------------------------------------------------- */
 
 int em_conv_bf16_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                              const em_conv_geom *g) {
@@ -467,8 +473,8 @@ int em_conv_bf16_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor 
   if (b.path == EM_BF16_PORTABLE || p->P == 0 || p->units == 0)
     return through_f32(WGRAD, gw, x, gy, NULL, g);
   if (stride1(g) && !p->direct)
-    return weight_grad_shifted(&b, (const uint16_t *)em_cpu_ptr(x), (const uint16_t *)em_cpu_ptr(gy),
-                               (uint16_t *)em_cpu_ptr(gw));
+    return weight_grad_shifted(&b, (const uint16_t *)em_cpu_ptr(x),
+                               (const uint16_t *)em_cpu_ptr(gy), (uint16_t *)em_cpu_ptr(gw));
   int64_t total = em_numel(gw);
   /* A = gy[n,g] [Mg, P], B = cols^T [P, Kg] */
   int64_t asize = em_bf16_a_size(p->Mg, p->P), bsize = em_bf16_b_size(p->P, p->Kg);

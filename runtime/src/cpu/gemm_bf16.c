@@ -181,9 +181,10 @@ AVX512BF16 static void pack_t_panel(const uint16_t *bt, int64_t ld, int64_t K, i
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
       _mm512_set1_epi32((int)(ld * 2)));
   int64_t p = 0;
-  for (; p < K / 2; p++)
-    _mm512_storeu_si512(dst + p * 2 * PW,
-                        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base + 2 * p, 1));
+  for (; p < K / 2; p++) {
+    __m512i pairs = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base + 2 * p, 1);
+    _mm512_storeu_si512(dst + p * 2 * PW, pairs);
+  }
   for (; p < Kp / 2; p++) { /* the odd last k (its pair is zero), then K's padding */
     uint32_t row[PW] = {0};
     for (int64_t j = 0; j < nj && 2 * p < K; j++) row[j] = base[j * ld + 2 * p];
