@@ -44,7 +44,8 @@ static void check_shape(int path, int64_t M, int64_t K, int64_t N) {
   CHECK(memcmp(bp, bp2, (size_t)bs * 2) == 0);
   CHECK(memcmp(bp, bp3, (size_t)bs * 2) == 0);
 
-  float *bias = malloc((size_t)M * sizeof *bias), *scratch = malloc((size_t)em_bf16_scratch_size() * 4);
+  float *bias = malloc((size_t)M * sizeof *bias);
+  float *scratch = malloc((size_t)em_bf16_scratch_size() * sizeof *scratch);
   for (int64_t i = 0; i < M; i++) bias[i] = next_value();
   float *o32 = malloc((size_t)(M * N) * 4), *prev = malloc((size_t)(M * N) * 4);
   uint16_t *o16 = malloc((size_t)(M * N) * 2);
