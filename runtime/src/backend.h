@@ -49,6 +49,10 @@ struct em_backend {
    * all strides 0). A GPU backend passes it to the kernel as an immediate; without this flag
    * such scalars are first copied to a one-element device tensor. */
   bool host_scalars;
+  /* Whether the conv slots take bfloat16 tensors themselves (float32 accumulation, each output
+   * rounded once). Without it the definitions (ops/nn_conv.c) run bfloat16 convolutions in
+   * float32 between casts. */
+  bool conv_bf16;
 
   /* ---- memory ---- */
   /* Fills s->data / s->backend_ctx for s->nbytes bytes; -1 with an OOM error on failure. */
@@ -150,7 +154,8 @@ struct em_backend {
               int descending);
 
   /* ---- neural-network kernels (nn.h defines the geometry structs and what each computes) ----
-   * Every tensor is contiguous and x, w, gy, y share one dtype, float32 or float64; int64
+   * Every tensor is contiguous and x, w, gy, y share one dtype, float32 or float64 (the conv
+   * slots also bfloat16 where conv_bf16 is set); int64
    * indices and targets are 0-based and already checked by the definitions. Outputs are fresh
    * (kernels write every element). Optional tensors (bias, weight, gx, gw, gb) may be NULL. */
   int (*conv2d)(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,

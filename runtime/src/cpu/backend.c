@@ -26,6 +26,7 @@ static int cpu_synchronize(void) { return 0; }
 
 const em_backend em_cpu_backend = {
   .name = "cpu",
+  .conv_bf16 = true, /* conv_bf16.c: on the bf16 instructions, or through float32 */
   .storage_alloc = cpu_storage_alloc,
   .storage_free = cpu_storage_free,
   .read = cpu_read,

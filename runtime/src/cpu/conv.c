@@ -238,6 +238,7 @@ static void fwd_unit(const fwd_args *a, int64_t u) {
 
 int em_cpu_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
                   const em_conv_geom *g) {
+  if (y->dtype_id == EM_BFLOAT16) return em_conv_bf16_forward(y, x, w, bias, g);
   conv_plan p;
   em_conv_plan_init(&p, g, (em_dtype)y->dtype_id);
   if (p.Kg > 0 && use_packed(y))
@@ -291,6 +292,7 @@ static void input_grad_unit(const bwd_args *a, int64_t u) {
 
 int em_cpu_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
                              const em_tensor *bias, const em_conv_geom *g) {
+  if (gx->dtype_id == EM_BFLOAT16) return em_conv_bf16_input_grad(gx, gy, w, bias, g);
   conv_plan p;
   em_conv_plan_init(&p, g, (em_dtype)gx->dtype_id);
   if (p.Mg > 0 && p.P > 0 && use_packed(gx))
@@ -349,6 +351,7 @@ static void sum_into(char *dst, const char *src, int64_t n, bool f64) {
 
 int em_cpu_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                               const em_conv_geom *g) {
+  if (gw->dtype_id == EM_BFLOAT16) return em_conv_bf16_weight_grad(gw, x, gy, g);
   conv_plan p;
   em_conv_plan_init(&p, g, (em_dtype)gw->dtype_id);
   if (p.P > 0 && p.units > 0 && use_packed(gw))

@@ -1,6 +1,6 @@
 /*
- * conv_impl.h: what the two CPU convolution paths share (conv.c: BLAS, any float dtype;
- * conv_packed.c: float32 on the packed AVX-512 product): the per-call plan, the threading
+ * conv_impl.h: what the CPU convolution paths share (conv.c: BLAS, float32/float64;
+ * conv_packed.c: float32 on the packed AVX-512 product; conv_bf16.c: bfloat16): the per-call plan, the threading
  * rule, and the column helpers; conv_direct.c's entry points.
  */
 #ifndef EMBER_CPU_CONV_IMPL_H
@@ -46,5 +46,14 @@ int em_conv_direct_input_grad(em_tensor *gx, const em_tensor *gy, const em_tenso
                               const em_tensor *bias, const em_conv_geom *g);
 int em_conv_direct_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                                const em_conv_geom *g);
+
+/* conv_bf16.c: bfloat16 tensors, on the CPU's bf16 instructions (gemm_bf16.h) where it has
+ * them, else through float32 */
+int em_conv_bf16_forward(em_tensor *y, const em_tensor *x, const em_tensor *w,
+                         const em_tensor *bias, const em_conv_geom *g);
+int em_conv_bf16_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                            const em_tensor *bias, const em_conv_geom *g);
+int em_conv_bf16_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                             const em_conv_geom *g);
 
 #endif

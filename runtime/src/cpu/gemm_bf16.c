@@ -151,6 +151,47 @@ AVX512BF16 static void pack_b_panel(const uint16_t *b, int64_t rs, int64_t cs, i
       dst[(k >> 1) * 2 * PW + 2 * j + (k & 1)] = b[k * rs + (j0 + j) * cs];
 }
 
+/* Columns j0 .. j0+15 of a K x N matrix whose row k is the N contiguous values at rows[k], as
+ * one panel of pairs (em_bf16_pack_b_rows). */
+AVX512BF16 static void pack_rows_panel(const uint16_t *const *rows, int64_t K, int64_t N,
+                                       int64_t Kp, int64_t j0, uint16_t *dst) {
+  int64_t nj = N - j0 < PW ? N - j0 : PW;
+  if (nj < 0) nj = 0;
+  __mmask16 m = (__mmask16)((1u << nj) - 1);
+  for (int64_t p = 0; p < Kp / 2; p++) {
+    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+    if (2 * p < K)
+      lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[2 * p] + j0));
+    if (2 * p + 1 < K)
+      hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[2 * p + 1] + j0));
+    _mm512_storeu_si512(dst + p * 2 * PW, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+
+/* Columns j0 .. j0+15 of B given transposed (element (k, n) at bt[n * ld + k]) as one panel
+ * of pairs: each pair (k, k+1) of a column is one 32-bit element of its stored row, so a pair
+ * row of the panel is one 16-lane gather (em_bf16_pack_b_t). */
+AVX512BF16 static void pack_t_panel(const uint16_t *bt, int64_t ld, int64_t K, int64_t N,
+                                    int64_t Kp, int64_t j0, uint16_t *dst) {
+  int64_t nj = N - j0 < PW ? N - j0 : PW;
+  if (nj < 0) nj = 0;
+  __mmask16 m = (__mmask16)((1u << nj) - 1);
+  const uint16_t *base = bt + j0 * ld;
+  __m512i idx = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32((int)(ld * 2)));
+  int64_t p = 0;
+  for (; p < K / 2; p++) {
+    __m512i pairs = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base + 2 * p, 1);
+    _mm512_storeu_si512(dst + p * 2 * PW, pairs);
+  }
+  for (; p < Kp / 2; p++) { /* the odd last k (its pair is zero), then K's padding */
+    uint32_t row[PW] = {0};
+    for (int64_t j = 0; j < nj && 2 * p < K; j++) row[j] = base[j * ld + 2 * p];
+    memcpy(dst + p * 2 * PW, row, sizeof row);
+  }
+}
+
 /* ---- the kernels: c (TM x TN floats) = A rows @ two B panels ------------------------------- */
 
 /* c (ldc) [+]= rows x 32 of A (rows of lda, kc values from a) @ the two B panels' slices b0, b1
@@ -253,13 +294,15 @@ AVX512BF16 static __m256i round_bf16(__m512 v) {
 }
 
 AVX512BF16 static void epilogue(const float *c, int64_t ldc, int64_t mr, int64_t nr, char *out,
-                                bool f32, int64_t ldo, float alpha, float beta) {
+                                bool f32, int64_t ldo, float alpha, float beta,
+                                const float *bias) {
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < mr; i++)
     for (int64_t h = 0; h < nr; h += 16) {
       int64_t n = nr - h < 16 ? nr - h : 16;
       __mmask16 m = n == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
       __m512 v = _mm512_mul_ps(va, _mm512_loadu_ps(c + i * ldc + h));
+      if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
       if (f32) {
         float *o = (float *)out + i * ldo + h;
         if (beta != 0) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, o), v);
@@ -274,6 +317,40 @@ AVX512BF16 static void epilogue(const float *c, int64_t ldc, int64_t mr, int64_t
         _mm256_mask_storeu_epi16(o, m, round_bf16(v));
       }
     }
+}
+
+/* ---- one block: mc rows of packed A against columns [c0, cend) of packed B ------------------ */
+
+typedef struct block_out {
+  char *out;        /* the block's row 0, column 0 of the whole output */
+  bool f32;
+  int64_t ldo;
+  float alpha, beta;
+  const float *bias; /* per row of the block, or NULL */
+} block_out;
+
+/* ap: mc rows (padded to TM) of Kp; bz: the packed B; cs: float32 scratch (ldc >= cend - c0
+ * rounded up to TN, TM-rounded mc rows), accumulated over the K slices and rounded once at
+ * the last. */
+static void run_block(int path, int64_t mc, int64_t Kp, const uint16_t *ap, const uint16_t *bz,
+                      int64_t c0, int64_t cend, float *cs, int64_t ldc, const block_out *o) {
+  size_t es = o->f32 ? 4 : 2;
+  for (int64_t k0 = 0; k0 < Kp; k0 += KC) {
+    int64_t kc = Kp - k0 < KC ? Kp - k0 : KC;
+    bool first = k0 == 0, last = k0 + kc >= Kp;
+    for (int64_t j0 = c0; j0 < cend; j0 += TN) {
+      const uint16_t *b0 = bz + (j0 / PW) * Kp * PW + k0 * PW, *b1 = b0 + Kp * PW;
+      for (int64_t i0 = 0; i0 < mc; i0 += TM) {
+        int64_t mr = mc - i0 < TM ? mc - i0 : TM, nr = cend - j0 < TN ? cend - j0 : TN;
+        float *c = cs + i0 * ldc + (j0 - c0);
+        if (path == EM_BF16_AMX) kernel_amx(Kp, kc, ap + i0 * Kp + k0, b0, b1, c, ldc, !first);
+        else kernel_avx512(Kp, kc, ap + i0 * Kp + k0, b0, b1, c, ldc, !first, round_up(mr, 8));
+        if (last)
+          epilogue(c, ldc, mr, nr, o->out + (i0 * o->ldo + j0) * (int64_t)es, o->f32, o->ldo,
+                   o->alpha, o->beta, o->bias ? o->bias + i0 : NULL);
+      }
+    }
+  }
 }
 
 /* ---- the product -------------------------------------------------------------------------- */
@@ -291,35 +368,20 @@ typedef struct job {
 } job;
 
 /* Work item t: batch z, rows r0 .. r0+MC-1, columns c0 .. c0+nc-1. ap: room for the packed A
- * block; cs: its float32 product (ldc = nc rounded up to TN), accumulated over the K slices and
- * rounded once at the last. */
+ * block; cs: its float32 product (ldc = nc rounded up to TN). */
 static void run_item(const job *j, int64_t t, uint16_t *ap, float *cs) {
   int64_t z = t / (j->mblocks * j->nblocks), rest = t % (j->mblocks * j->nblocks);
   int64_t r0 = rest / j->nblocks * MC, c0 = rest % j->nblocks * j->nc;
   int64_t mc = j->M - r0 < MC ? j->M - r0 : MC, cend = c0 + j->nc < j->N ? c0 + j->nc : j->N;
-  int64_t Kp = j->Kp, ldc = round_up(j->nc, TN);
+  int64_t Kp = j->Kp;
   const em_tensor *a = j->a;
   const uint16_t *pa = (const uint16_t *)em_cpu_ptr(a) + em_gemm_batch_offset(a, z);
   int64_t rs = a->strides[a->ndim - 2], cs_a = a->strides[a->ndim - 1];
   pack_a(pa + r0 * rs, rs, cs_a, mc, j->K, Kp, round_up(mc, TM), ap);
-  const uint16_t *bz = j->bp + z * j->bp_batch;
   size_t es = j->f32 ? 4 : 2;
-  for (int64_t k0 = 0; k0 < Kp; k0 += KC) {
-    int64_t kc = Kp - k0 < KC ? Kp - k0 : KC;
-    bool first = k0 == 0, last = k0 + kc >= Kp;
-    for (int64_t j0 = c0; j0 < cend; j0 += TN) {
-      const uint16_t *b0 = bz + (j0 / PW) * Kp * PW + k0 * PW, *b1 = b0 + Kp * PW;
-      for (int64_t i0 = 0; i0 < mc; i0 += TM) {
-        int64_t mr = mc - i0 < TM ? mc - i0 : TM, nr = cend - j0 < TN ? cend - j0 : TN;
-        float *c = cs + i0 * ldc + (j0 - c0);
-        if (j->path == EM_BF16_AMX) kernel_amx(Kp, kc, ap + i0 * Kp + k0, b0, b1, c, ldc, !first);
-        else kernel_avx512(Kp, kc, ap + i0 * Kp + k0, b0, b1, c, ldc, !first, round_up(mr, 8));
-        if (last)
-          epilogue(c, ldc, mr, nr, j->out + ((z * j->M + r0 + i0) * j->N + j0) * (int64_t)es,
-                   j->f32, j->N, j->alpha, j->beta);
-      }
-    }
-  }
+  block_out o = {j->out + (z * j->M + r0) * j->N * (int64_t)es, j->f32, j->N, j->alpha, j->beta,
+                 NULL};
+  run_block(j->path, mc, Kp, ap, j->bp + z * j->bp_batch, c0, cend, cs, round_up(j->nc, TN), &o);
 }
 
 static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
@@ -376,4 +438,62 @@ int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *
   free(bp);
   free(ap);
   return 0;
+}
+
+/* ---- packed operands owned by the caller (gemm_bf16.h) ------------------------------------- */
+
+int64_t em_bf16_kp(int64_t K) { return round_up(K, KQ); }
+int64_t em_bf16_a_size(int64_t M, int64_t K) { return round_up(M, TM) * round_up(K, KQ); }
+int64_t em_bf16_b_size(int64_t K, int64_t N) { return round_up(N, TN) * round_up(K, KQ); }
+int64_t em_bf16_scratch_size(void) { return round_up(MC, TM) * round_up(NC, TN); }
+
+void em_bf16_pack_a(const uint16_t *a, int64_t rs, int64_t cs, int64_t M, int64_t K,
+                    uint16_t *ap) {
+  pack_a(a, rs, cs, M, K, round_up(K, KQ), round_up(M, TM), ap);
+}
+
+void em_bf16_pack_b(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_t N,
+                    uint16_t *bp) {
+  int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
+  for (int64_t p = 0; p < panels; p++) pack_b_panel(b, rs, cs, K, N, Kp, p * PW, bp + p * Kp * PW);
+}
+
+void em_bf16_pack_a_rows(const uint16_t *const *rows, int64_t M, int64_t K, uint16_t *ap) {
+  int64_t Kp = round_up(K, KQ);
+  for (int64_t i = 0; i < M; i++) {
+    memcpy(ap + i * Kp, rows[i], (size_t)K * sizeof *ap);
+    memset(ap + i * Kp + K, 0, (size_t)(Kp - K) * sizeof *ap);
+  }
+  memset(ap + M * Kp, 0, (size_t)((round_up(M, TM) - M) * Kp) * sizeof *ap);
+}
+
+void em_bf16_pack_b_rows(const uint16_t *const *rows, int64_t K, int64_t N, uint16_t *bp) {
+  int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
+  for (int64_t p = 0; p < panels; p++) pack_rows_panel(rows, K, N, Kp, p * PW, bp + p * Kp * PW);
+}
+
+void em_bf16_pack_b_t(const uint16_t *bt, int64_t ld, int64_t K, int64_t N, uint16_t *bp) {
+  int64_t Kp = round_up(K, KQ), panels = round_up(N, TN) / PW;
+  if (ld > INT32_MAX / (2 * PW)) { /* gather offsets are 32-bit */
+    em_bf16_pack_b(bt, 1, ld, K, N, bp);
+    return;
+  }
+  for (int64_t p = 0; p < panels; p++) pack_t_panel(bt, ld, K, N, Kp, p * PW, bp + p * Kp * PW);
+}
+
+void em_bf16_gemm_packed(int path, int64_t M, int64_t N, int64_t K, const uint16_t *ap,
+                         const uint16_t *bp, float beta, const float *row_bias, void *out,
+                         bool out_f32, int64_t ldo, float *scratch) {
+  int64_t Kp = round_up(K, KQ);
+  size_t es = out_f32 ? 4 : 2;
+  if (path == EM_BF16_AMX) amx_begin();
+  for (int64_t r0 = 0; r0 < M; r0 += MC) {
+    int64_t mc = M - r0 < MC ? M - r0 : MC;
+    block_out o = {(char *)out + r0 * ldo * (int64_t)es, out_f32, ldo, 1.0f, beta,
+                   row_bias ? row_bias + r0 : NULL};
+    for (int64_t c0 = 0; c0 < N; c0 += NC)
+      run_block(path, mc, Kp, ap + r0 * Kp, bp, c0, c0 + NC < N ? c0 + NC : N, scratch,
+                round_up(NC, TN), &o);
+  }
+  if (path == EM_BF16_AMX) amx_end();
 }

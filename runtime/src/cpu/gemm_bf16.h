@@ -30,4 +30,36 @@ int em_bf16_gemm_path(void);
 int em_bf16_gemm(int path, em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                  double beta);
 
+/* ---- packed operands, for callers that own their packing (the convolutions, conv_bf16.c) ----
+ * As sgemm.h does for float32. Layouts (uint16 bfloat16 values):
+ *  - packed A [M, K]: row-major, K zero-padded to em_bf16_kp(K) (a multiple of 32), rows to a
+ *    multiple of 32; em_bf16_a_size(M, K) values.
+ *  - packed B [K, N]: panels of 16 columns of em_bf16_kp(K) / 2 rows of (k, k+1) pairs,
+ *    columns padded to a multiple of 32; em_bf16_b_size(K, N) values.
+ * The pack functions read a (M x K) / b (K x N) through row and column strides rs, cs (in
+ * elements) and need a bf16 path (not EM_BF16_PORTABLE). */
+int64_t em_bf16_kp(int64_t K);
+int64_t em_bf16_a_size(int64_t M, int64_t K);
+int64_t em_bf16_b_size(int64_t K, int64_t N);
+/* Floats of scratch em_bf16_gemm_packed needs. */
+int64_t em_bf16_scratch_size(void);
+void em_bf16_pack_a(const uint16_t *a, int64_t rs, int64_t cs, int64_t M, int64_t K,
+                    uint16_t *ap);
+void em_bf16_pack_b(const uint16_t *b, int64_t rs, int64_t cs, int64_t K, int64_t N,
+                    uint16_t *bp);
+/* The same layouts from a matrix given by its rows: rows[i] points at the contiguous values of
+ * row i (K of them for A [M, K], N for B [K, N]); the rows may lie anywhere, overlapping too
+ * (a convolution's columns are shifted windows of one padded image). */
+void em_bf16_pack_a_rows(const uint16_t *const *rows, int64_t M, int64_t K, uint16_t *ap);
+void em_bf16_pack_b_rows(const uint16_t *const *rows, int64_t K, int64_t N, uint16_t *bp);
+/* B [K, N] given as its transpose, rows of K contiguous values ld apart: element (k, n) at
+ * bt[n * ld + k] (a weight gradient's cols^T). */
+void em_bf16_pack_b_t(const uint16_t *bt, int64_t ld, int64_t K, int64_t N, uint16_t *bp);
+/* out [M, N] (row stride ldo, bfloat16 or, with out_f32, float32) = beta * out + row_bias[i]
+ * + A @ B on packed operands, on the calling thread, accumulated in float32 and rounded once.
+ * beta == 0 does not read out; row_bias (float32) may be NULL; K > 0. */
+void em_bf16_gemm_packed(int path, int64_t M, int64_t N, int64_t K, const uint16_t *ap,
+                         const uint16_t *bp, float beta, const float *row_bias, void *out,
+                         bool out_f32, int64_t ldo, float *scratch);
+
 #endif

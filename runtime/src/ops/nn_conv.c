@@ -9,8 +9,10 @@
  * formulas need: the gradient of each op is written with the other two.
  *
  * 1-D convolutions are 2-D ones over [N, C, 1, L] views, and unbatched inputs ([C, H, W]) get a
- * batch dim of 1: views, so autograd follows them for free. float16 and bfloat16 compute in
- * float32 (recorded casts, so gradients flow through them too).
+ * batch dim of 1: views, so autograd follows them for free. bfloat16 goes to the kernels as it
+ * is on backends whose conv slots take it (backend.h's conv_bf16: the CPU, on its bf16
+ * instructions); otherwise float16 and bfloat16 compute in float32 (recorded casts, so
+ * gradients flow through them too).
  */
 #include "../autocast.h"
 #include "../autograd/record.h"
@@ -107,9 +109,14 @@ static em_tensor *conv_half(int kind, const em_tensor *a, const em_tensor *b,
   return out;
 }
 
+/* Whether the backend's kernels take this 16-bit dtype themselves. */
+static bool native_half(const em_tensor *a) {
+  return a->dtype_id == EM_BFLOAT16 && em_device_backend(a->device_id)->conv_bf16;
+}
+
 static em_tensor *conv_op(int kind, const em_tensor *a, const em_tensor *b, const em_tensor *bias,
                           const int64_t *hw, const em_conv_args *r) {
-  if (is_half(a->dtype_id)) return conv_half(kind, a, b, bias, hw, r);
+  if (is_half(a->dtype_id) && !native_half(a)) return conv_half(kind, a, b, bias, hw, r);
   em_conv_geom g;
   geometry(kind, a, b, hw, r, &g);
   int64_t sizes[4];
