@@ -487,6 +487,123 @@ describe('GradScaler', function()
     end)
   end
 
+  -- The deferred path (steps conditional on the device flag, verdicts collected later, the
+  -- optimizer's bookkeeping undone on a skipped step) against the synchronous one (deferred =
+  -- false: the flag read in every step): the same parameters, optimizer state (Adam's step
+  -- counts, state made on a skipped first step) and scale history, bit for bit.
+  local function state_of(opt)
+    local sd, out = opt:state_dict(), {}
+    for i, st in pairs(sd.state) do
+      local e = {}
+      for k, v in pairs(st) do e[k] = ember.is_tensor(v) and flat(v) or v end
+      out[i] = e
+    end
+    return out
+  end
+
+  local function run_scaled(dtype, dev, make_opt, deferred, read_each_step)
+    local model, loss_fn = problem(dtype, dev, 5)
+    local opt = make_opt(model:parameters())
+    local s = GradScaler{ growth_interval = 3, deferred = deferred }
+    local scales, deferred_steps = {}, 0
+    for i = 1, 9 do
+      opt:zero_grad()
+      s:scale(loss_fn()):backward()
+      local ps = model:parameters()
+      if i == 1 or i == 5 then ps[1 + i % 4].grad:view(-1)[2] = math.huge end -- the first step too
+      if i == 7 then ps[4].grad:view(-1)[1] = 0 / 0 end
+      if i == 6 then s:unscale_(opt) end
+      s:step(opt)
+      if opt._unresolved ~= nil then deferred_steps = deferred_steps + 1 end -- the deferred path
+      s:update()
+      if read_each_step then scales[i] = s:get_scale() end
+    end
+    scales[#scales + 1] = s:get_scale()
+    return { params = snapshot(model), state = state_of(opt), scales = scales,
+      tracker = s:state_dict()._growth_tracker }, deferred_steps
+  end
+
+  local makers = {
+    { 'SGD momentum', function(ps) return ember.optim.SGD(ps, { lr = 0.05, momentum = 0.9 }) end },
+    { 'Adam', function(ps) return ember.optim.Adam(ps, { lr = 1e-2 }) end },
+    { 'AdamW amsgrad', function(ps) return ember.optim.AdamW(ps, { lr = 1e-2, amsgrad = true }) end },
+  }
+  for _, dev in ipairs(devices()) do
+    for _, dtype in ipairs({ 'float32', 'float16' }) do
+      it(('%s %s: deferred verdicts give the synchronous path bit for bit'):format(dev, dtype), function()
+        for _, mk in ipairs(makers) do
+          local sync, n = run_scaled(dtype, dev, mk[2], false, true)
+          assert.are.equal(0, n)
+          if dtype == 'float32' then -- float16 gradients may overflow at other steps too
+            assert.are.same({ 32768, 32768, 32768, 65536, 32768, 32768, 16384, 16384, 16384, 16384 },
+              sync.scales, mk[1])
+          end
+          local each
+          each, n = run_scaled(dtype, dev, mk[2], true, true)
+          assert.are.equal(9, n)
+          assert.are.same(sync, each, mk[1] .. ', scale read each step')
+          local quiet = run_scaled(dtype, dev, mk[2], true, false)
+          assert.are.same(sync.params, quiet.params, mk[1] .. ', no reads')
+          assert.are.same(sync.state, quiet.state, mk[1] .. ', no reads: state')
+          assert.are.same(sync.tracker, quiet.tracker)
+          assert.are.equal(sync.scales[#sync.scales], quiet.scales[1])
+        end
+        -- EMBER_AMP_SYNC=1 takes the synchronous path whatever the option says
+        VKH.with_env('EMBER_AMP_SYNC', '1', function()
+          local got, k = run_scaled(dtype, dev, makers[2][2], true, true)
+          assert.are.equal(0, k)
+          assert.are.same(run_scaled(dtype, dev, makers[2][2], false, true), got)
+        end)
+      end)
+    end
+  end
+
+  it('optimizers without conditional kernels take the synchronous path', function()
+    local Opt = require 'ember.optim.optimizer'
+    local cases = {
+      { 'RMSprop', function(ps) return ember.optim.RMSprop(ps, { lr = 1e-2 }) end },
+      { 'Adam composed', function(ps) return ember.optim.Adam(ps, { lr = 1e-2 }) end, true },
+    }
+    for _, case in ipairs(cases) do
+      local saved = Opt.use_fused
+      if case[3] then Opt.use_fused = false end
+      local ok, err = pcall(function()
+        local model, loss_fn = problem('float32', 'cpu', 5)
+        local opt = case[2](model:parameters())
+        local s = GradScaler()
+        opt:zero_grad(); s:scale(loss_fn()):backward(); s:step(opt); s:update()
+        local before = snapshot(model)
+        opt:zero_grad(); s:scale(loss_fn()):backward()
+        model:parameters()[2].grad:view(-1)[1] = math.huge
+        s:step(opt)
+        assert.is_nil(opt._unresolved, case[1]) -- read in the step: nothing deferred
+        s:update()
+        assert.are.same(before, snapshot(model), case[1])
+        assert.are.equal(32768, s:get_scale(), case[1])
+      end)
+      Opt.use_fused = saved
+      if not ok then error(err, 0) end
+    end
+  end)
+
+  it('the optimizer settles a deferred step before its own step or state_dict', function()
+    local model, loss_fn = problem('float32', 'cpu', 5)
+    local opt = ember.optim.Adam(model:parameters(), { lr = 1e-2 })
+    local s = GradScaler()
+    opt:zero_grad()
+    s:scale(loss_fn()):backward()
+    model:parameters()[1].grad:view(-1)[1] = math.huge
+    s:step(opt)
+    s:update()
+    -- the first step was skipped: no state, as if optimizer.step() had not run
+    assert.are.same({}, opt:state_dict().state)
+    opt:zero_grad()
+    loss_fn():backward()
+    opt:step() -- a plain step after it counts from 1
+    assert.are.equal(1, opt:state_dict().state[1].step)
+    assert.are.equal(32768, s:get_scale())
+  end)
+
   if V then
     it(V .. ': no host wait in steady state: step and update record, scale collects', function()
       local model, loss_fn = problem('float32', V)
