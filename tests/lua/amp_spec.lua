@@ -586,6 +586,40 @@ describe('GradScaler', function()
     end
   end)
 
+  for _, dev in ipairs(devices()) do
+    it(dev .. ': while the verdict is pending, the next scale is chosen on the device', function()
+      local model, loss_fn = problem('float32', dev, 5)
+      local ps = model:parameters()
+      local oa = ember.optim.SGD({ ps[1], ps[2] }, { lr = 0.05 })
+      local ob = ember.optim.Adam({ ps[3], ps[4] }, { lr = 0.01 })
+      local s = GradScaler{ growth_interval = 2, init_scale = 3 * 2 ^ 10, growth_factor = 3, backoff_factor = 0.25 }
+      local one = ember.tensor(1, { device = dev })
+      -- clean, clean (grows), inf in a, clean, inf in b, both
+      local bad = { {}, {}, { a = true }, {}, { b = true }, { a = true, b = true } }
+      for i, which in ipairs(bad) do
+        oa:zero_grad(); ob:zero_grad()
+        s:scale(loss_fn()):backward()
+        if which.a then ps[1].grad:view(-1)[1] = math.huge end
+        if which.b then ps[4].grad:view(-1)[1] = 0 / 0 end
+        s:step(oa); s:step(ob); s:update()
+        assert.is_not_nil(s._pending, 'step ' .. i)
+        local t = GradScaler._pending_scale(s, { one, { one } })
+        assert.are.equal('float32', t:dtype())
+        assert.are.equal(0, t:dim())
+        assert.are.equal(s:get_scale(), t:item(), 'step ' .. i)
+      end
+      assert.are.equal(3 * 2 ^ 10 * 3 * 0.25 * 0.25 * 0.25, s:get_scale())
+      -- outputs on another device than the flags: the host waits for the verdict instead
+      if dev ~= 'cpu' then
+        oa:zero_grad(); ob:zero_grad()
+        s:scale(loss_fn()):backward()
+        s:step(oa); s:step(ob); s:update()
+        assert.is_nil(GradScaler._pending_scale(s, ember.tensor(1)))
+        assert.are.equal(s:get_scale(), s:scale(ember.tensor(1)):item())
+      end
+    end)
+  end
+
   it('the optimizer settles a deferred step before its own step or state_dict', function()
     local model, loss_fn = problem('float32', 'cpu', 5)
     local opt = ember.optim.Adam(model:parameters(), { lr = 1e-2 })

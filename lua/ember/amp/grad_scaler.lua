@@ -35,12 +35,15 @@ local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local creation = require 'ember.creation'
+local ops = require 'ember.ops.pointwise' -- where
 
 local C = core.C
 local is_tensor = tensor.is_tensor
 
 local GradScaler = {}
 local settle -- applies a pending update() (defined with update below)
+local pending_scale -- the next scale as a device tensor while the verdict is pending
+local update_scale -- PyTorch's _amp_update_scale_ on the host
 GradScaler.__index = GradScaler
 GradScaler.__name = 'GradScaler'
 
@@ -153,12 +156,69 @@ local function scale_value(fn, v, s, path)
   fail(fn, ('expected a tensor or a table of tensors, got a %s%s'):format(type(v), path))
 end
 
+-- The device of every tensor in outputs, or nil when they are spread over several (or none).
+local function outputs_device(v, dev)
+  if is_tensor(v) then
+    local d = tonumber(v.ptr.device_id)
+    if dev ~= nil and dev ~= d then return nil, true end
+    return d
+  elseif type(v) == 'table' then
+    for _, x in pairs(v) do
+      local d, mixed = outputs_device(x, dev)
+      if mixed then return nil, true end
+      dev = d or dev
+    end
+  end
+  return dev
+end
+
+-- While a deferred update's verdict is still on the device, the next scale is one of two
+-- numbers the host knows: backed off, or the clean one (grown or not). Chosen on the device
+-- from the flags, as a float32 0-d tensor, so scale(loss) needs no wait: the verdict is
+-- collected at the next unscale (step or unscale_), after the next forward and backward are
+-- recorded. Multiplying by this tensor gives what multiplying by the number gives: a scale is
+-- a float32 value (powers of the factors), and the product is rounded once either way. nil
+-- when the flags are not all on the outputs' device (the caller then waits for them).
+function pending_scale(self, outputs)
+  local dev = outputs_device(outputs)
+  if dev == nil then return nil end
+  local any
+  for _, st in ipairs(self._pending) do
+    local d, flag = next(st.found)
+    if st.read == nil or d ~= dev or next(st.found, d) ~= nil then return nil end
+    any = any == nil and flag or any + flag
+  end
+  local scale, tracker = self._scale, self._growth_tracker
+  update_scale(self, true)
+  local backed = self._scale
+  self._scale, self._growth_tracker = scale, tracker
+  update_scale(self, false)
+  local clean = self._scale
+  self._scale, self._growth_tracker = scale, tracker
+  local name = core.device_name(dev)
+  local prev = C.em_set_grad_enabled(0)
+  local ok, r = pcall(function()
+    return ops.where(any:squeeze():ne(0), creation.tensor(backed, { device = name }),
+      creation.tensor(clean, { device = name }))
+  end)
+  C.em_set_grad_enabled(prev)
+  if not ok then error(r, 0) end
+  return r
+end
+
+GradScaler._pending_scale = function(self, outputs) return pending_scale(self, outputs) end -- tests
+
 -- scale(outputs): outputs (a tensor, or a table of them, nested as you like) times the scale.
 -- With enabled = false, outputs unchanged.
 function GradScaler:scale(outputs)
   if not self._enabled then return outputs end
-  settle(self, true)
-  return scale_value(':scale', outputs, self._scale, '')
+  -- the verdict if it has arrived (no wait), else the scale chosen on the device
+  local s = self._pending ~= nil and not settle(self, false) and pending_scale(self, outputs)
+  if not s then
+    settle(self, true)
+    s = self._scale
+  end
+  return scale_value(':scale', outputs, s, '')
 end
 
 -- ---- unscale_ and step ----------------------------------------------------------------------
@@ -268,7 +328,7 @@ local function verdict(st, wait)
 end
 
 -- PyTorch's _amp_update_scale_, on the host once the verdict is here.
-local function update_scale(self, found_inf)
+function update_scale(self, found_inf) -- declared above
   if found_inf then
     self._scale = self._scale * self._backoff_factor
     self._growth_tracker = 0
