@@ -206,7 +206,8 @@ struct em_backend {
    * In place over same-shaped tensors of one floating dtype: grad may have any strides
    * (stride 0 too); the written tensors have no stride-0 dims and share no memory (grad may be
    * exactly param). Never called for zero-size tensors. momentum_buffer and max_exp_avg_sq may
-   * be NULL. */
+   * be NULL. o->found_inf is NULL or a float32 one-element flag on the device (checked): a
+   * nonzero value when the step runs means write nothing; read it on the device, not the host. */
   int (*sgd_step)(em_tensor *param, const em_tensor *grad, em_tensor *momentum_buffer,
                   const em_sgd_options *o);
   int (*adam_step)(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,

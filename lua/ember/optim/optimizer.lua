@@ -15,6 +15,10 @@
 -- every state tensor they make is float32 too, and after the update the master is rounded
 -- into the parameter. In 16 bits Adam's eps (1e-8) and squared gradients flush to zero and
 -- small updates round away; docs/design.md ("16-bit parameters") says why this form.
+--
+-- GradScaler records steps conditional on a device flag (_step_unless, below): the fused
+-- kernels skip the update on the device, and the host's bookkeeping is undone once the flag
+-- is known to be set (docs/design.md, "Loss scaling without host waits").
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
