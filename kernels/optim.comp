@@ -6,13 +6,16 @@
 // param, grad and the state is read once and param and the state written once.
 //
 // Operands: 0 param, 1 grad (read only), 2 momentum buffer / exp_avg, 3 exp_avg_sq,
-// 4 max_exp_avg_sq. The written ones are contiguous (the host makes them so); grad has any
+// 4 max_exp_avg_sq, 5 found_inf (float32, read only; flag FOUND_INF). The written ones are contiguous (the host makes them so); grad has any
 // strides, up to 3 coalesced dimensions, or is contiguous (flag GRAD_CONTIG).
 // float32 and float64 compute in their own type, as the CPU's contiguous loops do; float16 and
 // bfloat16 in float (the CPU uses double: the rounded results agree to a 16-bit ulp).
 // Specialization constants: 0 the algorithm (0 SGD, 1 Adam), 1 the flags below, so the loop
 // has no branches on options. The hyperparameters travel in push constants: a new learning
 // rate or step needs no upload and no new pipeline.
+// A conditional step (FOUND_INF: GradScaler's inf/NaN flag, em_amp_unscale_) reads the flag
+// before anything else and writes nothing when it is nonzero: the step is skipped on the device
+// without the host learning the verdict first.
 #extension GL_ARB_gpu_shader_int64 : require
 #extension GL_GOOGLE_include_directive : require
 #if defined(VARIANT_F64)
@@ -41,6 +44,7 @@ layout(std430, set = 0, binding = 1) readonly buffer B1 { ELEM x[]; } b1;
 layout(std430, set = 0, binding = 2) buffer B2 { ELEM x[]; } b2;
 layout(std430, set = 0, binding = 3) buffer B3 { ELEM x[]; } b3;
 layout(std430, set = 0, binding = 4) buffer B4 { ELEM x[]; } b4;
+layout(std430, set = 0, binding = 5) readonly buffer B5 { float x[]; } found;
 
 layout(constant_id = 0) const uint ALGO = 0u;
 layout(constant_id = 1) const uint FLAGS = 0u;
@@ -52,12 +56,15 @@ const bool WD = (FLAGS & 16u) != 0u;
 const bool DECOUPLED = (FLAGS & 32u) != 0u;
 const bool AMSGRAD = (FLAGS & 64u) != 0u;
 const bool GRAD_CONTIG = (FLAGS & 128u) != 0u;
+const bool FOUND_INF = (FLAGS & 256u) != 0u;
 
 layout(push_constant) uniform Params {
   uint n;
   uint off[5];     // element offsets of the operands
   uint gsize[3];   // grad's coalesced dimensions, innermost first
   int gstride[3];
+  uint found_off;  // found_inf's element
+  uint pad;        // s[] starts 8-byte aligned (double)
   // SGD: lr, momentum, 1 - dampening, weight_decay
   // Adam: beta1, beta2, 1 - beta1, 1 - beta2, eps, weight_decay, 1 - lr weight_decay,
   //       lr / (1 - beta1^t), sqrt(1 - beta2^t)
@@ -133,6 +140,8 @@ void adam(uint i) {
 }
 
 void main() {
+  // uniform across the dispatch: every invocation returns, or none
+  if (FOUND_INF && found.x[p.found_off] != 0.0) return;
   uint step = gl_NumWorkGroups.x * 256u;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += step) {
     if (ALGO == 0u) sgd(i);

@@ -163,6 +163,17 @@ int em_zero_(em_tensor *t);
 /* Reads a one-element tensor (any dtype, any device). */
 int em_item(const em_tensor *t, double *out);
 int em_item_int64(const em_tensor *t, int64_t *out);
+/* Asynchronous reads of a few bytes (GradScaler's inf/NaN flag): em_read_start records a copy
+ * of t's data (contiguous, at most 256 bytes) to the host after the work already recorded, and
+ * starts that work, without waiting; NULL on error. em_read_finish(r, dst, wait) copies the
+ * data into dst and frees r (returns 1) once the device has finished it; before that it
+ * returns 0 with wait = 0 (nothing waits: the caller asks again later), or with wait = 1 waits
+ * (counted in em_device_info.host_waits) and returns 1. -1 on error (r freed). em_read_free
+ * drops an unfinished read. On the CPU the data is copied at start. */
+typedef struct em_read em_read;
+em_read *em_read_start(const em_tensor *t);
+int em_read_finish(em_read *r, void *dst, int wait);
+void em_read_free(em_read *r);
 
 /* ---- pointwise ----------------------------------------------------------------------------- */
 typedef enum em_unary_op {
@@ -479,12 +490,19 @@ typedef struct em_sgd_options {
   double lr, momentum, dampening, weight_decay;
   int nesterov, maximize;
   int first_step;  /* momentum_buffer is new: it receives the gradient instead of a blend */
+  /* NULL, or a float32 tensor of one element on param's device (GradScaler's inf/NaN flag,
+   * em_amp_unscale_): when its value is nonzero at the time the step runs on the device, the
+   * step changes nothing (param and momentum_buffer keep their values). Read on the device,
+   * so recording a conditional step costs no host wait. */
+  const em_tensor *found_inf;
 } em_sgd_options;
 typedef struct em_adam_options {
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;    /* this step's number, from 1 (the bias corrections use it) */
   int decoupled;   /* AdamW: decay the parameter, not the gradient */
   int maximize;
+  const em_tensor *found_inf; /* as in em_sgd_options: nonzero leaves param and the state as
+                               * they were */
 } em_adam_options;
 /* momentum_buffer may be NULL when momentum is 0. */
 int em_sgd_step_(em_tensor *param, const em_tensor *grad, em_tensor *momentum_buffer,

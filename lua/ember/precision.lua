@@ -45,18 +45,18 @@ function Recipe:forward(fn, ...)
   return require('ember').autocast(self.autocast, function(...) return fn(...) end, ...)
 end
 
--- backward and the optimizer step (loss scaling for fp16). Returns whether it stepped: a
--- scaled step with inf/NaN gradients is skipped, as PyTorch's GradScaler does.
+-- backward and the optimizer step (loss scaling for fp16). Returns nothing: a scaled step with
+-- inf/NaN gradients is skipped, as PyTorch's GradScaler does, but the host learns so only
+-- later (GradScaler:step records the step without waiting for the verdict; docs/amp.md).
 function Recipe:step(loss, optimizer)
   if not self.scaler then
     loss:backward()
     optimizer:step()
-    return true
+    return
   end
   self.scaler:scale(loss):backward()
-  local stepped = self.scaler:step(optimizer)
+  self.scaler:step(optimizer)
   self.scaler:update()
-  return stepped ~= false
 end
 
 function Recipe:state_dict() return self.scaler and self.scaler:state_dict() or nil end

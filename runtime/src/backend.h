@@ -67,6 +67,14 @@ struct em_backend {
    * and s->backend_ctx a record starting with an em_pinned_head, through which the storage is
    * released. The write slot then copies from such memory without staging it. */
   int (*pin_alloc)(em_storage *s, int device);
+  /* Optional, asynchronous reads (ops/read_async.c; em_read_start in ember.h): read_start
+   * records a copy of nbytes (<= 256) at byte offset of s for the host and starts the work
+   * recorded so far; it returns a handle, NULL on error. read_finish: 1 when done (dst filled,
+   * handle freed), 0 when not yet and wait is 0, -1 on error (handle freed). read_free drops
+   * an unfinished handle. Without them a read is a synchronous `read` at start. */
+  void *(*read_start)(const em_storage *s, size_t offset, size_t nbytes);
+  int (*read_finish)(void *h, void *dst, size_t nbytes, int wait);
+  void (*read_free)(void *h);
 
   /* ---- creation and copies ---- */
   /* dst and src have the same shape (src maybe broadcast); dtypes may differ: cast. */
@@ -203,7 +211,8 @@ struct em_backend {
    * In place over same-shaped tensors of one floating dtype: grad may have any strides
    * (stride 0 too); the written tensors have no stride-0 dims and share no memory (grad may be
    * exactly param). Never called for zero-size tensors. momentum_buffer and max_exp_avg_sq may
-   * be NULL. */
+   * be NULL. o->found_inf is NULL or a float32 one-element flag on the device (checked): a
+   * nonzero value when the step runs means write nothing; read it on the device, not the host. */
   int (*sgd_step)(em_tensor *param, const em_tensor *grad, em_tensor *momentum_buffer,
                   const em_sgd_options *o);
   int (*adam_step)(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,

@@ -1141,3 +1141,134 @@ describe('16-bit parameters', function()
     end
   end)
 end)
+
+-- ---- conditional steps (options.found_inf, GradScaler's flag) --------------------------------------
+-- With the flag 0 a fused step is bit for bit the unconditional one (itself checked against the
+-- references above); with the flag set nothing changes, bit for bit: param and every state
+-- tensor. On the CPU and on Vulkan (the flag read on the device), over dtypes, the SGD and Adam
+-- forms, a transposed parameter (the Vulkan temporaries' path) and a flag at an offset.
+describe('conditional fused steps (found_inf)', function()
+  local C = ember.C
+  local ffi = require 'ffi'
+  local VKH = require 'vk_helpers'
+  local V = VKH.V
+  local devices = { 'cpu' }
+  if V then devices[2] = V end
+
+  local function bits(t) return flat(t:to('cpu')) end
+
+  -- A fresh set of operands: param (transposed when asked), grad, three state tensors.
+  local function operands(dev, dtype, transposed)
+    ember.manual_seed(11)
+    local o = { dtype = dtype, device = dev }
+    local p = transposed and ember.randn(4, 3, o):t() or ember.randn(3, 4, o)
+    local t = { p = p, g = ember.randn(3, 4, o) }
+    t.m = ember.randn(3, 4, o)
+    t.v = ember.randn(3, 4, o):abs()
+    t.x = ember.randn(3, 4, o):abs()
+    return t
+  end
+
+  local cases = {
+    { 'sgd', { lr = 0.1 } },
+    { 'sgd momentum, first step', { lr = 0.1, momentum = 0.9, first_step = 1 } },
+    { 'sgd nesterov, weight decay', { lr = 0.1, momentum = 0.9, nesterov = 1, weight_decay = 0.1 } },
+    { 'adam', { lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, step = 3 } },
+    { 'adamw amsgrad maximize', { lr = 0.01, beta1 = 0.8, beta2 = 0.99, eps = 1e-6, step = 1,
+      weight_decay = 0.1, decoupled = 1, maximize = 1 }, true },
+  }
+
+  local function run(dev, dtype, transposed, case, flag)
+    local t = operands(dev, dtype, transposed)
+    local adam = case[1]:sub(1, 4) == 'adam'
+    local o = ffi.new(adam and 'em_adam_options' or 'em_sgd_options')
+    for k, v in pairs(case[2]) do o[k] = v end
+    local holder
+    if flag ~= nil then
+      holder = ember.zeros(3, { device = dev }) -- the flag at element 2: an offset
+      holder[2] = flag
+      o.found_inf = holder:narrow(1, 2, 1).ptr
+    end
+    local rc
+    if adam then
+      rc = C.em_adam_step_(t.p.ptr, t.g.ptr, t.m.ptr, t.v.ptr, case[3] and t.x.ptr or nil, o)
+    else
+      rc = C.em_sgd_step_(t.p.ptr, t.g.ptr, (case[2].momentum or 0) ~= 0 and t.m.ptr or nil, o)
+    end
+    assert.are.equal(0, rc, rc ~= 0 and ffi.string(C.em_last_error()) or nil)
+    return { bits(t.p), bits(t.m), bits(t.v), bits(t.x) }
+  end
+
+  for _, dev in ipairs(devices) do
+    local dtypes = { 'float32', 'float16', 'bfloat16' }
+    if dev == 'cpu' or VKH.has_f64 then dtypes[#dtypes + 1] = 'float64' end
+    for _, dtype in ipairs(dtypes) do
+      it(dev .. ' ' .. dtype .. ': flag 0 steps as without a flag, flag 1 changes nothing', function()
+        for _, transposed in ipairs({ false, true }) do
+          for _, case in ipairs(cases) do
+            local what = ('%s %s'):format(case[1], transposed and 'transposed' or 'contiguous')
+            local before = operands(dev, dtype, transposed)
+            local unchanged = { bits(before.p), bits(before.m), bits(before.v), bits(before.x) }
+            local plain = run(dev, dtype, transposed, case, nil)
+            assert.are_not.same(unchanged[1], plain[1], what .. ': the step changes param')
+            assert.are.same(plain, run(dev, dtype, transposed, case, 0), what .. ', flag 0')
+            assert.are.same(unchanged, run(dev, dtype, transposed, case, 1), what .. ', flag 1')
+            assert.are.same(unchanged, run(dev, dtype, transposed, case, 0 / 0), what .. ', flag NaN')
+          end
+        end
+      end)
+    end
+  end
+
+  it('checks the flag', function()
+    local p, g = ember.zeros(2, 3), ember.zeros(2, 3)
+    local o = ffi.new('em_sgd_options')
+    o.lr = 0.1
+    local function fails(flag, pattern)
+      o.found_inf = flag.ptr
+      assert.are.equal(-1, C.em_sgd_step_(p.ptr, g.ptr, nil, o))
+      local msg = ffi.string(C.em_last_error())
+      assert.is_truthy(msg:find(pattern, 1, true), msg)
+    end
+    fails(ember.zeros(2), 'sgd_step_: expected found_inf to be a float32 tensor of one element on ' ..
+      "cpu (the parameter's device), got a float32 tensor of 2 elements on cpu")
+    fails(ember.zeros(1, { dtype = 'float64' }), 'got a float64 tensor of 1 elements')
+    fails(p:view(-1):narrow(1, 1, 1), 'sgd_step_: found_inf shares memory with an operand the step writes')
+    if V then fails(ember.zeros(1, { device = V }), 'on ' .. V) end
+    local m, v = ember.zeros(2, 3), ember.zeros(2, 3)
+    local a = ffi.new('em_adam_options')
+    a.lr, a.beta1, a.beta2, a.eps, a.step = 0.1, 0.9, 0.999, 1e-8, 1
+    a.found_inf = m:view(-1):narrow(1, 4, 1).ptr
+    assert.are.equal(-1, C.em_adam_step_(p.ptr, g.ptr, m.ptr, v.ptr, nil, a))
+    assert.is_truthy(ffi.string(C.em_last_error()):find('adam_step_: found_inf shares memory', 1, true))
+  end)
+end)
+
+-- ---- asynchronous reads (em_read_start / em_read_finish) -------------------------------------------
+describe('asynchronous reads', function()
+  local C = ember.C
+  local ffi = require 'ffi'
+  local VKH = require 'vk_helpers'
+  local devices = { 'cpu' }
+  if VKH.V then devices[2] = VKH.V end
+  for _, dev in ipairs(devices) do
+    it(dev .. ': the values as recorded, collected with or without waiting', function()
+      local x = ember.tensor({ 1.5, -2, 7 }, { device = dev })
+      local r = C.em_read_start(x:narrow(1, 2, 2).ptr)
+      assert.is_truthy(r ~= nil)
+      x:fill_(9) -- after the read: not seen by it
+      local buf = ffi.new('float[2]')
+      local rc = C.em_read_finish(r, buf, 0)
+      while rc == 0 do rc = C.em_read_finish(r, buf, 0) end
+      assert.are.equal(1, rc)
+      assert.are.same({ -2, 7 }, { buf[0], buf[1] })
+      r = C.em_read_start(x:narrow(1, 1, 1).ptr)
+      assert.are.equal(1, C.em_read_finish(r, buf, 1))
+      assert.are.equal(9, buf[0])
+      C.em_read_free(C.em_read_start(x.ptr)) -- dropped unfinished
+      assert.is_true(C.em_read_start(ember.zeros(100, { device = dev }).ptr) == nil)
+      assert.is_truthy(ffi.string(C.em_last_error()):find('read_start: expected a contiguous tensor of at most 256 bytes, got 400 bytes', 1, true))
+      assert.is_true(C.em_read_start(ember.zeros(3, 3, { device = dev }):t().ptr) == nil)
+    end)
+  end
+end)

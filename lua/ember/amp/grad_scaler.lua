@@ -17,18 +17,33 @@
 --     scaler:update()
 --
 -- The check and the unscale are one fused pass per gradient on its device (em_amp_unscale_);
--- the verdict is a one-element flag tensor per device that the host reads once per step. The
--- scale itself lives on the host: update is scalar arithmetic on a number the host already
--- has, so it never waits for the device.
+-- the verdict is a one-element flag tensor per device. The scale itself lives on the host:
+-- update is scalar arithmetic on a number the host has.
+--
+-- Deferred verdicts (the default; docs/design.md, "Loss scaling without host waits"): for an
+-- optimizer whose updates are all fused kernels on the flag's device (SGD, Adam, AdamW), step
+-- records the update conditional on the flag (the kernels skip it on the device) and an
+-- asynchronous read of the flag (em_read_start), and update only marks the scale's update as
+-- pending. The verdict is collected where it is first needed: the next scale(loss) (by then
+-- the device has usually finished the step, and collecting costs no wait), or anything else
+-- that needs the scale or the optimizer's state (get_scale, state_dict, unscale_, the
+-- optimizer's own step or state_dict). A set flag then undoes the optimizer's host-side
+-- bookkeeping of the step (Adam's step count, state made for it) before anything reads it.
+-- Other optimizers, parameters spread over several devices, deferred = false or
+-- EMBER_AMP_SYNC=1 take the synchronous path: step reads the flag, then steps or not.
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local creation = require 'ember.creation'
+local ops = require 'ember.ops.pointwise' -- where
 
 local C = core.C
 local is_tensor = tensor.is_tensor
 
 local GradScaler = {}
+local settle -- applies a pending update() (defined with update below)
+local pending_scale -- the next scale as a device tensor while the verdict is pending
+local update_scale -- PyTorch's _amp_update_scale_ on the host
 GradScaler.__index = GradScaler
 GradScaler.__name = 'GradScaler'
 
@@ -36,8 +51,9 @@ GradScaler.__name = 'GradScaler'
 local READY, UNSCALED, STEPPED = 'ready', 'unscaled', 'stepped'
 
 local defaults = { init_scale = 2.0 ^ 16, growth_factor = 2.0, backoff_factor = 0.5,
-  growth_interval = 2000, enabled = true }
-local order = { 'init_scale', 'growth_factor', 'backoff_factor', 'growth_interval', 'enabled' }
+  growth_interval = 2000, enabled = true, deferred = true }
+local order = { 'init_scale', 'growth_factor', 'backoff_factor', 'growth_interval', 'enabled',
+  'deferred' }
 
 -- Errors carry no position: the message names the method (Ember's errors are values).
 local function fail(fn, msg) error(('GradScaler%s: %s'):format(fn, msg), 0) end
@@ -72,7 +88,9 @@ local function check_scale(fn, name, v)
 end
 
 -- GradScaler([opts]): opts may set init_scale, growth_factor, backoff_factor,
--- growth_interval and enabled (PyTorch's defaults: 2^16, 2, 0.5, 2000, true).
+-- growth_interval and enabled (PyTorch's defaults: 2^16, 2, 0.5, 2000, true), and deferred
+-- (Ember's: true, verdicts collected without host waits where the optimizer allows; false, or
+-- the environment variable EMBER_AMP_SYNC=1, reads the flag in every step).
 local function new(opts)
   if opts == nil then opts = {} end
   if type(opts) ~= 'table' or is_tensor(opts) then
@@ -87,9 +105,12 @@ local function new(opts)
     end
     o[k] = v
   end
-  if type(o.enabled) ~= 'boolean' then
-    fail('', ('expected true or false for enabled, got %s'):format(tostring(o.enabled)))
+  for _, k in ipairs({ 'enabled', 'deferred' }) do
+    if type(o[k]) ~= 'boolean' then
+      fail('', ('expected true or false for %s, got %s'):format(k, tostring(o[k])))
+    end
   end
+  local sync_env = os.getenv('EMBER_AMP_SYNC')
   check_scale('', 'init_scale', o.init_scale)
   check_growth_factor('', o.growth_factor)
   check_backoff_factor('', o.backoff_factor)
@@ -101,9 +122,13 @@ local function new(opts)
     _backoff_factor = o.backoff_factor,
     _growth_interval = o.growth_interval,
     _growth_tracker = 0,
+    _deferred = o.deferred and not (sync_env ~= nil and sync_env ~= '' and sync_env ~= '0'),
     -- per optimizer: { stage = READY | UNSCALED | STEPPED, found = { [device] = flag },
-    -- found_inf = the flags' verdict once read (nil before) }
+    -- found_inf = the flags' verdict once read (nil before), read = the asynchronous read of
+    -- a deferred step's flag, undo = the optimizer's undo of a deferred step }
     _per_optimizer = setmetatable({}, { __mode = 'k' }),
+    -- an update() whose verdicts are not collected yet: the records of its optimizers
+    _pending = nil,
   }, GradScaler)
 end
 
@@ -131,11 +156,69 @@ local function scale_value(fn, v, s, path)
   fail(fn, ('expected a tensor or a table of tensors, got a %s%s'):format(type(v), path))
 end
 
+-- The device of every tensor in outputs, or nil when they are spread over several (or none).
+local function outputs_device(v, dev)
+  if is_tensor(v) then
+    local d = tonumber(v.ptr.device_id)
+    if dev ~= nil and dev ~= d then return nil, true end
+    return d
+  elseif type(v) == 'table' then
+    for _, x in pairs(v) do
+      local d, mixed = outputs_device(x, dev)
+      if mixed then return nil, true end
+      dev = d or dev
+    end
+  end
+  return dev
+end
+
+-- While a deferred update's verdict is still on the device, the next scale is one of two
+-- numbers the host knows: backed off, or the clean one (grown or not). Chosen on the device
+-- from the flags, as a float32 0-d tensor, so scale(loss) needs no wait: the verdict is
+-- collected at the next unscale (step or unscale_), after the next forward and backward are
+-- recorded. Multiplying by this tensor gives what multiplying by the number gives: a scale is
+-- a float32 value (powers of the factors), and the product is rounded once either way. nil
+-- when the flags are not all on the outputs' device (the caller then waits for them).
+function pending_scale(self, outputs)
+  local dev = outputs_device(outputs)
+  if dev == nil then return nil end
+  local any
+  for _, st in ipairs(self._pending) do
+    local d, flag = next(st.found)
+    if st.read == nil or d ~= dev or next(st.found, d) ~= nil then return nil end
+    any = any == nil and flag or any + flag
+  end
+  local scale, tracker = self._scale, self._growth_tracker
+  update_scale(self, true)
+  local backed = self._scale
+  self._scale, self._growth_tracker = scale, tracker
+  update_scale(self, false)
+  local clean = self._scale
+  self._scale, self._growth_tracker = scale, tracker
+  local name = core.device_name(dev)
+  local prev = C.em_set_grad_enabled(0)
+  local ok, r = pcall(function()
+    return ops.where(any:squeeze():ne(0), creation.tensor(backed, { device = name }),
+      creation.tensor(clean, { device = name }))
+  end)
+  C.em_set_grad_enabled(prev)
+  if not ok then error(r, 0) end
+  return r
+end
+
+GradScaler._pending_scale = function(self, outputs) return pending_scale(self, outputs) end -- tests
+
 -- scale(outputs): outputs (a tensor, or a table of them, nested as you like) times the scale.
 -- With enabled = false, outputs unchanged.
 function GradScaler:scale(outputs)
   if not self._enabled then return outputs end
-  return scale_value(':scale', outputs, self._scale, '')
+  -- the verdict if it has arrived (no wait), else the scale chosen on the device
+  local s = self._pending ~= nil and not settle(self, false) and pending_scale(self, outputs)
+  if not s then
+    settle(self, true)
+    s = self._scale
+  end
+  return scale_value(':scale', outputs, s, '')
 end
 
 -- ---- unscale_ and step ----------------------------------------------------------------------
@@ -215,51 +298,37 @@ function GradScaler:unscale_(optimizer)
   elseif st.stage == STEPPED then
     fail(':unscale_', 'unscale_() is being called after step()')
   end
+  settle(self, true)
   do_unscale(self, optimizer, st)
 end
 
--- Reads the optimizer's flags: one host read per device holding its gradients.
-local function read_found(st)
+-- The verdict of one optimizer's step: the sum of its flags (0: clean). A deferred step's comes
+-- from its asynchronous read: with wait false, nil while the device is still on it. Learning
+-- that a deferred step was skipped undoes the optimizer's bookkeeping of it.
+local flag_buf = ffi.new('float[1]')
+local function verdict(st, wait)
   if st.found_inf == nil then
-    local any = 0
-    for _, flag in pairs(st.found) do any = any + flag:item() end
-    st.found_inf = any
+    if st.read ~= nil then
+      local rc = C.em_read_finish(st.read, flag_buf, wait and 1 or 0)
+      if rc == 0 then return nil end
+      ffi.gc(st.read, nil) -- em_read_finish freed it
+      st.read = nil
+      if rc < 0 then core.raise(0) end
+      st.found_inf = flag_buf[0]
+    else
+      local any = 0
+      for _, flag in pairs(st.found) do any = any + flag:item() end
+      st.found_inf = any
+    end
+    local undo = st.undo
+    st.undo = nil
+    if undo ~= nil and st.found_inf ~= 0 then undo() end
   end
   return st.found_inf
 end
 
--- step(optimizer): unscales the gradients unless unscale_ did already, then runs
--- optimizer:step() unless a gradient held an inf or NaN. Returns true when the optimizer
--- stepped, false when the step was skipped. With enabled = false, optimizer:step().
-function GradScaler:step(optimizer, closure)
-  if not self._enabled then
-    optimizer:step(closure)
-    return true
-  end
-  check_optimizer(':step', optimizer)
-  if closure ~= nil then
-    fail(':step', 'closures are not supported when the scaler is enabled (call backward on ' ..
-      'scaler:scale(loss) yourself)')
-  end
-  local st = opt_state(self, optimizer)
-  if st.stage == STEPPED then
-    fail(':step', 'step() has already been called since the last update()')
-  end
-  if st.stage == READY then do_unscale(self, optimizer, st) end
-  if next(st.found) == nil then
-    fail(':step', 'no inf checks were recorded for this optimizer (none of its parameters has ' ..
-      'a gradient)')
-  end
-  local stepped = read_found(st) == 0
-  if stepped then optimizer:step() end
-  st.stage = STEPPED
-  return stepped
-end
-
--- ---- update ----------------------------------------------------------------------------------
-
--- PyTorch's _amp_update_scale_, on the host: the verdict is already here.
-local function update_scale(self, found_inf)
+-- PyTorch's _amp_update_scale_, on the host once the verdict is here.
+function update_scale(self, found_inf) -- declared above
   if found_inf then
     self._scale = self._scale * self._backoff_factor
     self._growth_tracker = 0
@@ -275,12 +344,76 @@ local function update_scale(self, found_inf)
   end
 end
 
+-- Applies a pending update(): collects its verdicts (waiting if wait, else returning false
+-- while any is still on the device) and updates the scale. True when nothing is pending.
+function settle(self, wait) -- declared above (scale and unscale_ use it)
+  local pending = self._pending
+  if pending == nil then return true end
+  local found = false
+  for _, st in ipairs(pending) do
+    local v = verdict(st, wait)
+    if v == nil then return false end
+    if v ~= 0 then found = true end
+  end
+  self._pending = nil
+  update_scale(self, found)
+  return true
+end
+
+-- _poll(): collects a pending update's verdicts if the device has finished with them, without
+-- waiting; true when no update is pending any more. (For tests and tools that want to know
+-- whether the next scale() will wait.)
+function GradScaler:_poll() return settle(self, false) end
+
+-- step(optimizer): unscales the gradients unless unscale_ did already, then runs
+-- optimizer:step() unless a gradient held an inf or NaN. Returns nothing (as PyTorch's, which
+-- returns optimizer.step()'s value, nothing without a closure): whether the step was skipped
+-- is known later, when the verdict is collected (get_scale() shows the back-off). With
+-- enabled = false, returns optimizer:step(closure).
+function GradScaler:step(optimizer, closure)
+  if not self._enabled then return optimizer:step(closure) end
+  check_optimizer(':step', optimizer)
+  if closure ~= nil then
+    fail(':step', 'closures are not supported when the scaler is enabled (call backward on ' ..
+      'scaler:scale(loss) yourself)')
+  end
+  local st = opt_state(self, optimizer)
+  if st.stage == STEPPED then
+    fail(':step', 'step() has already been called since the last update()')
+  end
+  if st.stage == READY then
+    settle(self, true)
+    do_unscale(self, optimizer, st)
+  end
+  local device = next(st.found)
+  if device == nil then
+    fail(':step', 'no inf checks were recorded for this optimizer (none of its parameters has ' ..
+      'a gradient)')
+  end
+  if self._deferred and next(st.found, device) == nil and type(optimizer._can_step_unless) ==
+      'function' and optimizer:_can_step_unless(device) then
+    -- the update conditional on the flag, then the flag's read, both without a wait
+    local flag = st.found[device]
+    st.undo = optimizer:_step_unless(flag, function() verdict(st, true) end)
+    local r = C.em_read_start(flag.ptr)
+    if r == nil then core.raise(0) end
+    st.read = ffi.gc(r, C.em_read_free)
+  elseif verdict(st, true) == 0 then
+    optimizer:step()
+  end
+  st.stage = STEPPED
+end
+
+-- ---- update ----------------------------------------------------------------------------------
+
 -- update([new_scale]): at the end of an iteration. Without new_scale the scale backs off when
 -- any optimizer's gradients held an inf or NaN this iteration, and grows after
 -- growth_interval clean iterations in a row; new_scale (a number or a one-element tensor)
--- sets it instead. Every optimizer is then ready for the next iteration.
+-- sets it instead. Every optimizer is then ready for the next iteration. A deferred step's
+-- verdict is not waited for: the new scale is worked out when it is first needed.
 function GradScaler:update(new_scale)
   if not self._enabled then return end
+  settle(self, true)
   if new_scale ~= nil then
     if is_tensor(new_scale) then
       if new_scale:numel() ~= 1 then
@@ -292,16 +425,19 @@ function GradScaler:update(new_scale)
     check_scale(':update', 'new_scale', new_scale)
     self._scale = new_scale
   else
-    local any, found = false, false
+    local records = {}
     for _, st in pairs(self._per_optimizer) do
-      if next(st.found) ~= nil then
-        any = true
-        if read_found(st) ~= 0 then found = true end
-      end
+      if next(st.found) ~= nil then records[#records + 1] = st end
     end
-    if not any then fail(':update', 'no inf checks were recorded prior to update() (call ' ..
+    if #records == 0 then fail(':update', 'no inf checks were recorded prior to update() (call ' ..
       'scaler:step(optimizer) or scaler:unscale_(optimizer) first)') end
-    update_scale(self, found)
+    self._pending = records
+    -- verdicts already known (synchronous steps) apply now; deferred ones when needed
+    local known = true
+    for _, st in ipairs(records) do
+      if st.found_inf == nil and st.read ~= nil then known = false end
+    end
+    if known then settle(self, true) end
   end
   self._per_optimizer = setmetatable({}, { __mode = 'k' })
 end
@@ -309,20 +445,27 @@ end
 -- ---- the scale and the factors -----------------------------------------------------------------
 
 -- get_scale(): the current scale (1 when disabled).
-function GradScaler:get_scale() return self._enabled and self._scale or 1.0 end
+function GradScaler:get_scale()
+  if not self._enabled then return 1.0 end
+  settle(self, true)
+  return self._scale
+end
 function GradScaler:get_growth_factor() return self._growth_factor end
 function GradScaler:set_growth_factor(v)
   check_growth_factor(':set_growth_factor', v)
+  settle(self, true) -- a pending update uses the value it was made with
   self._growth_factor = v
 end
 function GradScaler:get_backoff_factor() return self._backoff_factor end
 function GradScaler:set_backoff_factor(v)
   check_backoff_factor(':set_backoff_factor', v)
+  settle(self, true) -- a pending update uses the value it was made with
   self._backoff_factor = v
 end
 function GradScaler:get_growth_interval() return self._growth_interval end
 function GradScaler:set_growth_interval(v)
   check_growth_interval(':set_growth_interval', v)
+  settle(self, true) -- a pending update uses the value it was made with
   self._growth_interval = v
 end
 
@@ -332,6 +475,7 @@ end
 
 function GradScaler:state_dict()
   if not self._enabled then return {} end
+  settle(self, true)
   return { scale = self._scale, growth_factor = self._growth_factor,
     backoff_factor = self._backoff_factor, growth_interval = self._growth_interval,
     _growth_tracker = self._growth_tracker }
@@ -375,6 +519,7 @@ function GradScaler:load_state_dict(sd)
     fail(':load_state_dict', ('_growth_tracker must be an integer >= 0, got %s')
       :format(tostring(v._growth_tracker)))
   end
+  settle(self, true) -- the pending update's optimizers learn their verdict
   self._scale, self._growth_factor = v.scale, v.growth_factor
   self._backoff_factor, self._growth_interval = v.backoff_factor, v.growth_interval
   self._growth_tracker = v._growth_tracker
@@ -382,6 +527,7 @@ end
 
 function GradScaler:__tostring()
   if not self._enabled then return 'GradScaler(enabled=false)' end
+  settle(self, true)
   return ('GradScaler(scale=%g, growth_factor=%g, backoff_factor=%g, growth_interval=%d)')
     :format(self._scale, self._growth_factor, self._backoff_factor, self._growth_interval)
 end

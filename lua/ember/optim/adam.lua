@@ -40,6 +40,7 @@ local function fused_step(group, p, g, state, decoupled)
   opts.eps, opts.weight_decay = group.eps, group.weight_decay
   opts.step = state.step + 1
   opts.decoupled, opts.maximize = decoupled and 1 or 0, group.maximize and 1 or 0
+  opts.found_inf = O.found_inf_ptr() -- a conditional step (GradScaler), else NULL
   return O.fused_call(p, C.em_adam_step_(p.ptr, g.ptr, state.exp_avg.ptr, state.exp_avg_sq.ptr,
     vmax and vmax.ptr or nil, opts))
 end
@@ -75,6 +76,7 @@ local function make_update(decoupled)
       state.step = state.step + 1
       return
     end
+    if O.skip_composed() then return end
     local step = state.step + 1
     state.step = step
     if group.maximize then g = -g end
@@ -108,6 +110,7 @@ return {
     validate = validate,
     prepare = prepare,
     update = make_update(false),
+    conditional = true, -- the fused kernel takes a found_inf flag (optimizer.lua)
   }),
   AdamW = O.class('AdamW', {
     defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2,
@@ -116,5 +119,6 @@ return {
     validate = validate,
     prepare = prepare,
     update = make_update(true),
+    conditional = true,
   }),
 }

@@ -15,6 +15,10 @@
 -- every state tensor they make is float32 too, and after the update the master is rounded
 -- into the parameter. In 16 bits Adam's eps (1e-8) and squared gradients flush to zero and
 -- small updates round away; docs/design.md ("16-bit parameters") says why this form.
+--
+-- GradScaler records steps conditional on a device flag (_step_unless, below): the fused
+-- kernels skip the update on the device, and the host's bookkeeping is undone once the flag
+-- is known to be set (docs/design.md, "Loss scaling without host waits").
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
@@ -70,6 +74,26 @@ function M.fused_call(p, rc)
 end
 
 function M.has_fused(p) return M.use_fused and not no_fused[p.ptr.device_id] end
+
+-- ---- conditional steps (GradScaler without host waits) -----------------------------------------
+-- Optimizer:_step_unless(found_inf, resolve) records a step that changes nothing when the
+-- device flag found_inf (float32 [1], em_amp_unscale_'s) is set: the fused kernels read it on
+-- the device (options.found_inf). What the host changes during a step (Adam's step count, new
+-- state, SGD's first-step mark) is logged, and undone once the flag is known to be set;
+-- resolve, the scaler's, learns it, and runs before anything else reads or changes the state
+-- (step, state_dict, load_state_dict: Optimizer:_settle). docs/design.md, "Loss scaling
+-- without host waits".
+
+-- The flag of the conditional step being recorded, else nil (the fused calls pass it on).
+M.found_inf = nil
+
+function M.found_inf_ptr() return M.found_inf and M.found_inf.ptr or nil end
+
+-- For a composed update inside a conditional step (a device without the fused kernel for this
+-- parameter): reads the flag, a host wait, and answers whether to skip the update.
+function M.skip_composed()
+  return M.found_inf ~= nil and M.found_inf:item() ~= 0
+end
 
 -- ---- parameter lists -----------------------------------------------------------------------------
 
@@ -287,7 +311,16 @@ function Optimizer:zero_grad(set_to_none)
   end
 end
 
-local function run_updates(self)
+-- A shallow copy of a parameter's state (nil for none), for a conditional step's undo log.
+local function shallow(st)
+  if st == nil then return nil end
+  local c = {}
+  for k, v in pairs(st) do c[k] = v end
+  return c
+end
+
+-- log (conditional steps only) receives { p, state before } per parameter stepped.
+local function run_updates(self, log)
   local update, prepare, state = self.spec.update, self.spec.prepare, self.state
   -- First every parameter's state (prepare allocates what the first update needs; 16-bit
   -- parameters get their master copies and the gradient scratch), then the updates: a step
@@ -299,6 +332,7 @@ local function run_updates(self)
       if g ~= nil then
         C.em_release(g)
         local st = state[p]
+        if log then log[#log + 1] = { p, shallow(st) } end
         if st == nil then st = {}; state[p] = st end
         local m = master_of(p, st)
         if prepare then prepare(group, m, st) end
@@ -340,6 +374,7 @@ end
 -- step([closure]): one update of every parameter that has a gradient. closure, when given,
 -- recomputes the loss (with grad mode on) and its value is returned.
 function Optimizer:step(closure)
+  self:_settle()
   local loss
   if closure ~= nil then
     if type(closure) ~= 'function' then
@@ -358,6 +393,68 @@ function Optimizer:step(closure)
   return loss
 end
 
+-- ---- conditional steps ---------------------------------------------------------------------------
+
+-- Whether every update of a step can be made conditional on a flag on `device` (a device id):
+-- the class has fused kernels (spec.conditional), they are in use there, and every parameter
+-- with a gradient lives there.
+function Optimizer:_can_step_unless(device)
+  if not self.spec.conditional or not M.use_fused or no_fused[device] then return false end
+  for _, group in ipairs(self.param_groups) do
+    for _, p in ipairs(group.params) do
+      local g = C.em_grad(p.ptr)
+      if g ~= nil then
+        C.em_release(g)
+        if tonumber(p.ptr.device_id) ~= device then return false end
+      end
+    end
+  end
+  return true
+end
+
+-- Puts the host's state back as it was before a step that the flag skipped. Tensors were not
+-- changed by the kernels; _version keeps its new value (a 16-bit parameter was rewritten with
+-- the same value, and its master stays valid).
+local function undo(self, log)
+  for i = #log, 1, -1 do
+    local p, before = log[i][1], log[i][2]
+    local st = self.state[p]
+    if before == nil then
+      self.state[p] = nil
+    elseif st ~= nil then
+      local version_now = st._version
+      for k in pairs(st) do st[k] = nil end
+      for k, v in pairs(before) do st[k] = v end
+      if version_now ~= nil and st.master_param ~= nil then st._version = version_now end
+    end
+  end
+end
+
+-- Records a step conditional on found_inf (see _can_step_unless; the caller checked). resolve()
+-- is called before the optimizer next reads or changes its state; it must learn the flag and
+-- call the returned undo function when the flag was set.
+function Optimizer:_step_unless(found_inf, resolve)
+  self:_settle()
+  local log = {}
+  M.found_inf = found_inf
+  local prev = C.em_set_grad_enabled(0)
+  local ok, err = pcall(run_updates, self, log)
+  C.em_set_grad_enabled(prev)
+  M.found_inf = nil
+  if not ok then error(err, 0) end
+  self._unresolved = resolve
+  return function() undo(self, log) end
+end
+
+-- Learns the verdict of a pending conditional step (and undoes its bookkeeping if skipped).
+function Optimizer:_settle()
+  local resolve = self._unresolved
+  if resolve ~= nil then
+    self._unresolved = nil
+    resolve()
+  end
+end
+
 -- ---- state_dict ----------------------------------------------------------------------------------
 -- { state = { [i] = { step = n, <buffer name> = tensor, ... } },
 --   param_groups = { { lr = ..., <options>, params = { i, ... } }, ... } }
@@ -374,6 +471,7 @@ local function copy_value(v)
 end
 
 function Optimizer:state_dict()
+  self:_settle()
   local state, groups, index = {}, {}, 0
   for gi, group in ipairs(self.param_groups) do
     local g = {}
@@ -447,6 +545,7 @@ local function fail(name, msg) error(name .. ':load_state_dict: ' .. msg, 3) end
 -- to their parameter's device and state dtype (float32 for a 16-bit parameter, else its own);
 -- a 16-bit parameter whose saved state has no master_param gets one from its value.
 function Optimizer:load_state_dict(sd)
+  self:_settle()
   local name = self.__name
   if type(sd) ~= 'table' or type(sd.param_groups) ~= 'table' then
     fail(name, 'expected a table with param_groups (and state), as state_dict() returns')

@@ -38,6 +38,7 @@ local function fused_step(group, p, g, state)
   opts.weight_decay = group.weight_decay
   opts.nesterov, opts.maximize = group.nesterov and 1 or 0, group.maximize and 1 or 0
   opts.first_step = first
+  opts.found_inf = O.found_inf_ptr() -- a conditional step (GradScaler), else NULL
   if not O.fused_call(p, C.em_sgd_step_(p.ptr, g.ptr, buf and buf.ptr or nil, opts)) then
     return false
   end
@@ -55,6 +56,7 @@ end
 
 local function update(group, p, g, state)
   if O.has_fused(p) and fused_step(group, p, g, state) then return end
+  if O.skip_composed() then return end
   local lr, momentum, wd = group.lr, group.momentum, group.weight_decay
   if group.maximize then g = -g end
   if wd ~= 0 then g = g:add(p, wd) end
@@ -81,4 +83,5 @@ return O.class('SGD', {
   validate = validate,
   prepare = prepare,
   update = update,
+  conditional = true, -- the fused kernel takes a found_inf flag (optimizer.lua)
 })

@@ -6,6 +6,9 @@
  * the tensor's own type (float for float32, as PyTorch does) and that the compiler vectorizes;
  * other runs, and float16 / bfloat16, load each element to double and store it back. Results
  * can differ from PyTorch's sequence of separate ops in the last bit.
+ *
+ * A conditional step (options.found_inf) reads the flag first: CPU ops have run when they
+ * return, so its value is final, and a set flag leaves everything as it was.
  */
 #include "cpu.h"
 
@@ -186,8 +189,14 @@ EM_OPTIM_DTYPES(ADAM_LOOP)
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
+/* Whether a conditional step is to change nothing. */
+static bool skipped(const em_tensor *found_inf) {
+  return found_inf != NULL && *(const float *)em_cpu_ptr(found_inf) != 0.0f;
+}
+
 int em_cpu_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
                     const em_sgd_options *o) {
+  if (skipped(o->found_inf)) return 0;
   sgd_ctx c = {.o = o, .has_buf = buf != NULL, .elem_size = (int64_t)em_dtypes[param->dtype_id].size};
   em_cpu_loop loop;
   switch (param->dtype_id) {
@@ -206,6 +215,7 @@ int em_cpu_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
 
 int em_cpu_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                      em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o) {
+  if (skipped(o->found_inf)) return 0;
   adam_ctx c = {.o = o, .amsgrad = max_exp_avg_sq != NULL,
                 .elem_size = (int64_t)em_dtypes[param->dtype_id].size};
   em_cpu_loop loop;

@@ -8,6 +8,11 @@
  * devices, memory) and the hyperparameters, then call the device's sgd_step / adam_step slot.
  * A device without the slot reports "not implemented", and the Lua layer composes instead.
  *
+ * A step may be conditional (options.found_inf, GradScaler's inf/NaN flag): the kernel reads
+ * the flag on the device and changes nothing when it is set, so a scaler records unscale and
+ * step without the host learning the verdict first (docs/design.md, "Loss scaling without host
+ * waits").
+ *
  * The steps are not differentiable and never record: with grad mode on, a param that requires
  * grad is refused, as an in-place write to a leaf would be.
  */
@@ -79,6 +84,21 @@ static int check_hyper(const char *fn, const char *name, double v, bool nonneg) 
   return 0;
 }
 
+/* found_inf: NULL, or a float32 tensor of one element on param's device that no written
+ * operand's memory holds. */
+static int check_found_inf(const char *fn, const em_tensor *f, int n, const em_tensor *const *ts) {
+  if (f == NULL) return 0;
+  if (f->dtype_id != EM_FLOAT32 || em_numel(f) != 1 || f->device_id != ts[0]->device_id)
+    return em_error("%s: expected found_inf to be a float32 tensor of one element on %s (the "
+                    "parameter's device), got a %s tensor of %lld elements on %s", fn,
+                    em_device_name(ts[0]->device_id), em_dtype_name((em_dtype)f->dtype_id),
+                    (long long)em_numel(f), em_device_name(f->device_id));
+  for (int i = 0; i < n; i++)
+    if (i != 1 && ts[i] && ts[i]->storage == f->storage)
+      return em_error("%s: found_inf shares memory with an operand the step writes", fn);
+  return 0;
+}
+
 static void bump(int n, em_tensor *const *ts) {
   for (int i = 0; i < n; i++)
     if (ts[i]) em_bump_version(ts[i]);
@@ -99,7 +119,8 @@ int em_sgd_step_(em_tensor *param, const em_tensor *grad, em_tensor *buf,
     return em_error("%s: Nesterov momentum requires a momentum and zero dampening", fn);
   const em_tensor *ts[3] = {param, grad, o->momentum != 0 ? buf : NULL};
   const char *names[3] = {"param", "grad", "momentum_buffer"};
-  if (check_operands(fn, 3, ts, names) != 0) return -1;
+  if (check_operands(fn, 3, ts, names) != 0 || check_found_inf(fn, o->found_inf, 3, ts) != 0)
+    return -1;
   const em_backend *be = em_device_backend(param->device_id);
   EM_NEED_KERNEL(fn, be, sgd_step);
   if (em_numel(param) == 0) return 0;
@@ -124,7 +145,8 @@ int em_adam_step_(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
   if (o->step < 1) return em_error("%s: expected step >= 1, got %lld", fn, (long long)o->step);
   const em_tensor *ts[5] = {param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq};
   const char *names[5] = {"param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  if (check_operands(fn, 5, ts, names) != 0) return -1;
+  if (check_operands(fn, 5, ts, names) != 0 || check_found_inf(fn, o->found_inf, 5, ts) != 0)
+    return -1;
   const em_backend *be = em_device_backend(param->device_id);
   EM_NEED_KERNEL(fn, be, adam_step);
   if (em_numel(param) == 0) return 0;

@@ -42,7 +42,7 @@
   X(vkFlushMappedMemoryRanges) X(vkCreateBuffer) X(vkDestroyBuffer)                           \
   X(vkGetBufferMemoryRequirements) X(vkBindBufferMemory) X(vkCreateCommandPool)               \
   X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                   \
-  X(vkResetCommandBuffer) X(vkCreateFence) X(vkResetFences) X(vkWaitForFences)                \
+  X(vkResetCommandBuffer) X(vkCreateFence) X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus)             \
   X(vkQueueSubmit) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdUpdateBuffer) X(vkCmdDispatch)                \
   X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdBindDescriptorSets)                       \
   X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)                \
@@ -133,6 +133,7 @@ typedef struct vk_staging {
   void *mapped;
   uint64_t size;
   uint64_t busy_until;        /* the submission serial that must complete before reuse */
+  bool held;                  /* taken by an asynchronous read until it finishes */
   struct vk_staging *next;
 } vk_staging;
 
@@ -273,6 +274,9 @@ int em_vk_submit(vk_device *D);
 int em_vk_wait_idle(vk_device *D);
 /* Waits until submission `serial` has completed. */
 int em_vk_wait_serial(vk_device *D, uint64_t serial);
+/* Whether the batch of that serial has completed, without waiting (frames the device has
+ * finished are retired): 1 yes, 0 not yet (or not submitted), -1 error. D->lock held. */
+int em_vk_poll_serial(vk_device *D, uint64_t serial);
 /* Notes one more dispatch; submits the batch when it is long enough. */
 int em_vk_count_dispatch(vk_device *D);
 /* The same for a dispatch of this many workgroups. */
@@ -331,6 +335,15 @@ void em_vk_pinned_release_all(vk_device *D);
 int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes);
 int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes);
 void em_vk_staging_release_all(vk_device *D);
+/* A staging buffer of at least size bytes that no pending work uses (vk_transfer.c; D->lock
+ * held); NULL on error. */
+vk_staging *em_vk_staging_get(vk_device *D, uint64_t size);
+/* Makes the device's writes to st visible to the host (non-coherent memory). */
+void em_vk_staging_invalidate(vk_device *D, vk_staging *st);
+/* vk_read_async.c: the read_start / read_finish / read_free slots. */
+void *em_vk_read_start(const em_storage *s, size_t offset, size_t nbytes);
+int em_vk_read_finish(void *h, void *dst, size_t nbytes, int wait);
+void em_vk_read_free(void *h);
 
 /* vk_pipeline.c */
 int em_vk_pipeline_init(vk_device *D);

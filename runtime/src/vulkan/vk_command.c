@@ -137,6 +137,27 @@ int em_vk_wait_serial(vk_device *D, uint64_t serial) {
   return D->flag ? em_vk_flag_check(D) : 0;
 }
 
+int em_vk_poll_serial(vk_device *D, uint64_t serial) {
+  if (serial <= D->completed_serial) return 1;
+  if (serial >= D->next_serial) return 0;
+  /* one queue: batches complete in submission order, but each fence is asked */
+  for (int i = 0; i < VK_FRAMES; i++) {
+    vk_frame *f = &D->frames[i];
+    if (!f->pending || f->serial > serial) continue;
+    VkResult r = D->fn.vkGetFenceStatus(D->dev, f->fence);
+    if (r == VK_NOT_READY) return 0;
+    if (r != VK_SUCCESS)
+      return em_error("%s: asking the device's progress failed (%s)", D->name, em_vk_result_name(r));
+  }
+  /* every one is signalled: retiring them waits for nothing */
+  for (int i = 0; i < VK_FRAMES; i++) {
+    vk_frame *f = &D->frames[i];
+    if (f->pending && f->serial <= serial && retire(D, f) != 0) return -1;
+  }
+  if (D->flag && em_vk_flag_check(D) != 0) return -1;
+  return 1;
+}
+
 int em_vk_wait_idle(vk_device *D) {
   if (!D->started && D->dev == VK_NULL_HANDLE) return 0;
   __atomic_add_fetch(&D->host_waits, 1, __ATOMIC_RELAXED);

@@ -7,6 +7,9 @@
  * an upload nor a host wait. The options that pick a path (momentum, Nesterov, the first step,
  * maximize, weight decay, AdamW, AMSGrad, a contiguous grad) are specialization constants.
  *
+ * A conditional step (options.found_inf) binds the flag as operand 5: every invocation reads
+ * it first and writes nothing when it is set, so the verdict never travels to the host.
+ *
  * The kernel takes the written tensors contiguous, grad with up to 3 coalesced dimensions of
  * any strides. Anything else (a transposed parameter, a grad of 4+ scattered dimensions) goes
  * through contiguous temporaries copied on the device: correct, one extra pass, rare.
@@ -15,27 +18,30 @@
 
 #include "vk.h"
 
-enum { WG = 256, NOPS = 5 };
+enum { WG = 256, NOPS = 5 }; /* operands 0-4; the flag is operand 5 */
 enum {
   F_HAS_BUF = 1, F_NESTEROV = 2, F_FIRST = 4, F_MAXIMIZE = 8, F_WD = 16, F_DECOUPLED = 32,
-  F_AMSGRAD = 64, F_GRAD_CONTIG = 128
+  F_AMSGRAD = 64, F_GRAD_CONTIG = 128, F_FOUND_INF = 256
 };
 
 /* kernels/optim.comp's push constants; s[] is float or double after the header. */
 typedef struct optim_head {
   uint32_t n, off[5], gsize[3];
   int32_t gstride[3];
+  uint32_t found_off, pad; /* found_inf's element; pad keeps s[] 8-byte aligned */
 } optim_head;
-_Static_assert(sizeof(optim_head) == 48, "optim_head must match optim.comp's layout");
+_Static_assert(sizeof(optim_head) == 56, "optim_head must match optim.comp's layout");
 typedef struct optim_push {
   optim_head h;
   union { float f[9]; double d[9]; } s;
 } optim_push;
+_Static_assert(sizeof(optim_push) <= VK_MAX_PUSH, "optim push constants exceed 128 bytes");
 
 typedef struct optim_call {
   uint32_t algo, flags;
   double s[9];
   int ns;
+  const em_tensor *found_inf; /* NULL: unconditional */
 } optim_call;
 
 /* Coalesces grad's strides over the (row-major) shape into at most 3 dimensions, innermost
@@ -92,6 +98,14 @@ static int launch(const char *fn, const char *module, const optim_call *c, em_te
                                "of more than %d elements", fn, D->name, INT32_MAX / 2);
     p.h.off[i] = (uint32_t)ops[i]->offset;
   }
+  if (c->found_inf) {
+    if (c->found_inf->offset > INT32_MAX)
+      return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s for a "
+                               "found_inf at element %lld", fn, D->name,
+                               (long long)c->found_inf->offset);
+    flags |= F_FOUND_INF;
+    p.h.found_off = (uint32_t)c->found_inf->offset;
+  }
   bool dbl = ops[0]->dtype_id == EM_FLOAT64;
   for (int i = 0; i < c->ns; i++) {
     if (dbl) p.s.d[i] = c->s[i];
@@ -108,6 +122,7 @@ static int launch(const char *fn, const char *module, const optim_call *c, em_te
       .groups = {(uint32_t)(groups < max_groups ? groups : max_groups), 1, 1},
   };
   for (int i = 0; i < NOPS; i++) L.ops[i] = ops[i];
+  L.ops[NOPS] = c->found_inf; /* read only */
   return em_vk_launch_locked(&L);
 }
 
@@ -138,7 +153,7 @@ static int step(const char *fn, const optim_call *c, em_tensor **ops) {
 
 int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
                    const em_sgd_options *o) {
-  optim_call c = {.algo = 0, .ns = 4,
+  optim_call c = {.algo = 0, .ns = 4, .found_inf = o->found_inf,
                   .s = {o->lr, o->momentum, 1 - o->dampening, o->weight_decay}};
   c.flags = (buf ? F_HAS_BUF : 0) | (o->nesterov ? F_NESTEROV : 0) |
             (o->first_step ? F_FIRST : 0) | (o->maximize ? F_MAXIMIZE : 0) |
@@ -150,7 +165,7 @@ int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
 int em_vk_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                     em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o) {
   double t = (double)o->step;
-  optim_call c = {.algo = 1, .ns = 9,
+  optim_call c = {.algo = 1, .ns = 9, .found_inf = o->found_inf,
                   .s = {o->beta1, o->beta2, 1 - o->beta1, 1 - o->beta2, o->eps, o->weight_decay,
                         1 - o->lr * o->weight_decay, o->lr / (1 - pow(o->beta1, t)),
                         sqrt(1 - pow(o->beta2, t))}};

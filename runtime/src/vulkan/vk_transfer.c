@@ -59,7 +59,7 @@ static vk_staging *get_staging(vk_device *D, uint64_t size) {
   for (;;) {
     vk_staging *best = NULL, *oldest = NULL;
     for (vk_staging *st = D->staging; st; st = st->next) {
-      if (st->size < size) continue;
+      if (st->size < size || st->held) continue;
       if (st->busy_until <= D->completed_serial) {
         if (best == NULL || st->size < best->size) best = st;
       } else if (oldest == NULL || st->busy_until < oldest->busy_until) {
@@ -80,7 +80,7 @@ void em_vk_staging_release_all(vk_device *D) {
   vk_staging **link = &D->staging;
   while (*link) {
     vk_staging *st = *link;
-    if (st->busy_until > D->completed_serial) {
+    if (st->busy_until > D->completed_serial || st->held) {
       link = &st->next;
       continue;
     }
@@ -88,6 +88,8 @@ void em_vk_staging_release_all(vk_device *D) {
     destroy_staging(D, st);
   }
 }
+
+vk_staging *em_vk_staging_get(vk_device *D, uint64_t size) { return get_staging(D, size); }
 
 static void flush_range(vk_device *D, vk_staging *st, uint64_t n, bool to_device) {
   if (D->mem.staging_coherent) return;
@@ -101,6 +103,8 @@ static void flush_range(vk_device *D, vk_staging *st, uint64_t n, bool to_device
   if (to_device) D->fn.vkFlushMappedMemoryRanges(D->dev, 1, &range);
   else D->fn.vkInvalidateMappedMemoryRanges(D->dev, 1, &range);
 }
+
+void em_vk_staging_invalidate(vk_device *D, vk_staging *st) { flush_range(D, st, st->size, false); }
 
 int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes) {
   vk_device *D = em_vk_device(s->device_id);
