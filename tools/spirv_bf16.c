@@ -37,7 +37,9 @@ enum {
   OP_IN_BOUNDS_ACCESS_CHAIN = 66, OP_DECORATE = 71, OP_MEMBER_DECORATE = 72,
   OP_COPY_OBJECT = 83, OP_FCONVERT = 115, OP_PHI = 245, OP_NO_LINE = 317,
   OP_MODULE_PROCESSED = 330, OP_DECORATE_ID = 332, OP_DECORATE_STRING = 5632,
-  OP_MEMBER_DECORATE_STRING = 5633, OP_CAPABILITY = 17,
+  OP_MEMBER_DECORATE_STRING = 5633, OP_CAPABILITY = 17, OP_EXT_INST_IMPORT = 11,
+  OP_MEMORY_MODEL = 14, OP_ENTRY_POINT = 15, OP_EXECUTION_MODE = 16, OP_TYPE_INT = 21,
+  OP_TYPE_VECTOR = 23, OP_CONSTANT = 43, OP_SPEC_CONSTANT = 50,
   OP_TYPE_COOP_KHR = 4456, OP_COOP_LOAD_KHR = 4457, OP_COOP_STORE_KHR = 4458,
   OP_COOP_MULADD_KHR = 4459, OP_COOP_LOAD_TENSOR_NV = 5367, OP_COOP_STORE_TENSOR_NV = 5368,
 };
@@ -70,8 +72,16 @@ static uint32_t *read_words(const char *path, size_t *n) {
     }
   }
   fclose(f);
+  /* zeros past the end: an instruction whose word count is too short for its operands then
+   * reads zeros, not past the buffer */
+  uint32_t *g = w ? realloc(w, (len + 8) * 4) : NULL;
+  if (g == NULL) {
+    free(w);
+    return NULL;
+  }
+  memset(g + len, 0, 8 * 4);
   *n = len;
-  return w;
+  return g;
 }
 
 int main(int argc, char **argv) {
@@ -113,11 +123,21 @@ int main(int argc, char **argv) {
         t[o[0]] = T_SCALAR;
       }
       break;
-    /* debug info and decorations say nothing about values */
-    case OP_NOP: case OP_SOURCE_CONTINUED: case OP_SOURCE: case OP_SOURCE_EXTENSION:
+    /* debug info, decorations and the entry point say nothing about values (and hold literals
+     * and strings, which could equal a tainted id) */
+    case OP_EXT_INST_IMPORT: case OP_MEMORY_MODEL: case OP_ENTRY_POINT: case OP_EXECUTION_MODE:
+    case OP_TYPE_INT: case OP_NOP: case OP_SOURCE_CONTINUED: case OP_SOURCE:
+    case OP_SOURCE_EXTENSION:
     case OP_NAME: case OP_MEMBER_NAME: case OP_STRING: case OP_LINE: case OP_NO_LINE:
     case OP_MODULE_PROCESSED: case OP_DECORATE: case OP_MEMBER_DECORATE: case OP_DECORATE_ID:
     case OP_DECORATE_STRING: case OP_MEMBER_DECORATE_STRING:
+      break;
+    /* a literal (any 16-bit one would be read with the other encoding) */
+    case OP_CONSTANT: case OP_SPEC_CONSTANT:
+      if (TAINTED(o[0])) return fail(i, op, "is a 16-bit float constant");
+      break;
+    case OP_TYPE_VECTOR: /* (its count is a literal) */
+      if (TAINTED(o[1])) return fail(i, op, "is a vector of 16-bit floats");
       break;
     /* storage of 16-bit floats: arrays, blocks, pointers */
     case OP_TYPE_ARRAY: case OP_TYPE_RUNTIME_ARRAY:

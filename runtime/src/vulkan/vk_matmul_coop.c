@@ -1,6 +1,6 @@
 /*
- * vk_matmul_coop.c: float16 products on tensor cores (cooperative matrices), float16 inputs and
- * output, float32 accumulation. Three kernels, best first:
+ * vk_matmul_coop.c: float16 (and bfloat16, below) products on tensor cores (cooperative
+ * matrices), 16-bit inputs and output, float32 accumulation. Three kernels, best first:
  *  - "cm2": kernels/coopmat2/matmul_cm2.comp, workgroup-scope matrices with tensor addressing
  *    (VK_NV_cooperative_matrix2; the build has it when its glslang knows GL_NV_cooperative_matrix2,
  *    EMBER_VK_COOPMAT2);
