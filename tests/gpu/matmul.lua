@@ -5,7 +5,8 @@
 -- the script on a CPU driver such as lavapipe); "check" runs the correctness part only.
 -- MATMUL_SWEEP="khr:2x2:4x4:32 cm2:128x256x32 ..." also times those tile configurations of
 -- the tensor-core kernels (EMBER_VK_COOP_TILE, EMBER_VK_CM2_TILE; docs/devices.md), after
--- checking each on a few odd shapes.
+-- checking each on a few odd shapes. MATMUL_DTYPES="bfloat16 ..." checks and times those dtypes
+-- only.
 --
 -- Output, one fact per line, for grep and diff:
 --   tensor cores: <what the device reports>          (em_device_info.tensor_cores)
@@ -15,7 +16,8 @@
 --   torch matmul <dtype> n=<n> <ms> ms <TFLOP/s> TFLOP/s     (from torch_matmul.py)
 --   ratio <dtype> <path> n=<n> <ember/torch>
 -- <path>: "tiled" forces kernels/matmul.comp (EMBER_VK_COOPMAT=0); "cm2", "khr", "nv" force that
--- tensor-core kernel (EMBER_VK_COOPMAT=<path>; float16 only); "auto" is the default choice.
+-- tensor-core kernel (EMBER_VK_COOPMAT=<path>; float16, and bfloat16 through "cm2" where the
+-- device started its bfloat16 build, "cm2-bf16" in the report); "auto" is the default choice.
 -- The nv kernel is enabled only in a process started with EMBER_VK_COOPMAT=nv: run the script
 -- so to check it (it then checks and times "nv" instead of "cm2" and "khr").
 local ffi = require 'ffi'
@@ -42,6 +44,9 @@ for _, k in ipairs({ 'cm2', 'khr', 'nv' }) do
 end
 paths[#paths + 1] = 'tiled'
 print('float16 paths: ' .. table.concat(paths, ' '))
+-- the bfloat16 paths: cm2 where its bfloat16 build is enabled, and the tiled kernel
+local bf16_paths = kernels:find('cm2-bf16', 1, true) and { 'cm2', 'tiled' } or { 'auto' }
+print('bfloat16 paths: ' .. table.concat(bf16_paths, ' '))
 local function set_path(path)
   if path == 'tiled' then setenv('EMBER_VK_COOPMAT', '0')
   elseif path == 'auto' then setenv('EMBER_VK_COOPMAT', start_env)
@@ -119,12 +124,19 @@ local sizes = { { 64, 64, 64 }, { 257, 129, 300 }, { 1024, 1024, 1024 }, { 4096,
 if smoke then sizes = { { 64, 64, 64 }, { 257, 129, 100 }, { 130, 150, 77 } } end
 local dtypes = { 'float32', 'float16', 'bfloat16' }
 if info.features.float64 then dtypes[#dtypes + 1] = 'float64' end
+local only = os.getenv('MATMUL_DTYPES')
+local function wanted(dt) return only == nil or (' ' .. only .. ' '):find(' ' .. dt .. ' ', 1, true) end
+for i = #dtypes, 1, -1 do
+  if not wanted(dtypes[i]) then table.remove(dtypes, i) end
+end
 for _, dt in ipairs(dtypes) do
-  for _, path in ipairs(dt == 'float16' and paths or { 'auto' }) do
+  local dpaths = dt == 'float16' and paths or dt == 'bfloat16' and bf16_paths or { 'auto' }
+  for _, path in ipairs(dpaths) do
     set_path(path)
-    -- (the other dtypes take the tiled kernel, which the Vulkan specs check too: fewer sizes)
+    -- (the tiled kernel, which the Vulkan specs check too, gets fewer sizes)
+    local tc = path ~= 'tiled' and path ~= 'auto'
     for i, s in ipairs(sizes) do
-      if dt == 'float16' or smoke or i == 2 or i == 5 then products(dt, path, s, true) end
+      if tc or dt == 'float16' or smoke or i == 2 or i == 5 then products(dt, path, s, true) end
     end
     batches(dt, path)
   end
@@ -178,8 +190,14 @@ local results = {}
 local ns = smoke and { 128, 256 } or quick and { 1024, 4096 } or { 1024, 4096, 8192 }
 local runs = { { 'float32', 'tiled' } }
 for _, p in ipairs(paths) do runs[#runs + 1] = { 'float16', p } end
+for _, p in ipairs(bf16_paths) do
+  if p ~= 'auto' and p ~= 'tiled' then runs[#runs + 1] = { 'bfloat16', p } end
+end
 runs[#runs + 1] = { 'bfloat16', 'tiled' }
 for _, s in ipairs(sweep) do runs[#runs + 1] = { 'float16', s[1], s[2] } end
+for i = #runs, 1, -1 do
+  if not wanted(runs[i][1]) then table.remove(runs, i) end
+end
 for _, run in ipairs(runs) do
   local dt, path, cfg = run[1], run[2], run[3]
   set_path(path)

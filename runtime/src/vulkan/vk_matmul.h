@@ -67,11 +67,21 @@ typedef struct vk_coop2_features_nv {
   VkBool32 cooperativeMatrixBlockLoads;
 } vk_coop2_features_nv;
 
+/* VK_KHR_shader_bfloat16's features (newer than Debian 12's and the cached 1.4.309 headers). */
+typedef struct vk_bf16_features_khr {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 shaderBFloat16Type;
+  VkBool32 shaderBFloat16DotProduct;
+  VkBool32 shaderBFloat16CooperativeMatrix;
+} vk_bf16_features_khr;
+
 /* The feature structures the tensor-core kernels enable (create_device owns them). */
 typedef struct vk_coop_setup {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV nv;
   vk_coop_features_khr khr;
   vk_coop2_features_nv nv2;
+  vk_bf16_features_khr bf16;
   VkPhysicalDeviceShaderFloat16Int8Features f16;
   VkPhysicalDevice16BitStorageFeatures s16;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
@@ -81,8 +91,10 @@ typedef struct vk_coop_setup {
  * flavor the device offers, with 16x16x16 float16 matrices and float32 accumulators), appends
  * the extensions it needs to exts (room for VK_COOP_MAX_EXTS more) and returns the feature
  * chain to enable; NULL otherwise. EMBER_VK_COOPMAT=0 turns it off, =nv picks the
- * GL_NV_cooperative_matrix kernel (docs/devices.md). */
-enum { VK_COOP_MAX_EXTS = 6 };
+ * GL_NV_cooperative_matrix kernel (docs/devices.md). With the coopmat2 kernel, a device with
+ * VK_KHR_shader_bfloat16 (bfloat16 cooperative matrices, bf16 x bf16 + f32 at workgroup scope
+ * in its flexible-dimension list) also gets that extension for the bfloat16 kernel. */
+enum { VK_COOP_MAX_EXTS = 7 };
 const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
                              uint32_t *next);
 /* For em_vk_info: what the device reports about cooperative matrices (shapes, types, scopes,

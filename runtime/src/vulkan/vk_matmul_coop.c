@@ -1,6 +1,6 @@
 /*
- * vk_matmul_coop.c: float16 products on tensor cores (cooperative matrices), float16 inputs and
- * output, float32 accumulation. Three kernels, best first:
+ * vk_matmul_coop.c: float16 (and bfloat16, below) products on tensor cores (cooperative
+ * matrices), 16-bit inputs and output, float32 accumulation. Three kernels, best first:
  *  - "cm2": kernels/coopmat2/matmul_cm2.comp, workgroup-scope matrices with tensor addressing
  *    (VK_NV_cooperative_matrix2; the build has it when its glslang knows GL_NV_cooperative_matrix2,
  *    EMBER_VK_COOPMAT2);
@@ -21,7 +21,14 @@
  * it is missing). It is read on every product (so a script can compare kernels) and at device
  * start, where "nv" enables VK_NV_cooperative_matrix instead of the KHR extensions.
  * EMBER_VK_COOP_TILE and EMBER_VK_CM2_TILE force a tile configuration (for measurements).
- * bfloat16 would need GL_EXT_bfloat16 (glslang 15.3 and later): bfloat16 takes the tiled kernel.
+ *
+ * bfloat16 (bf16 inputs and output, float32 accumulation): the cm2 kernel's module rewritten by
+ * tools/spirv_bf16.c at build time ("matmul_cm2_bf16", EMBER_VK_COOPMAT2_BF16; glslang 15.1 has
+ * no GL_EXT_bfloat16, but the kernel's 16-bit floats only move, multiply on tensor cores and
+ * convert to float32, which reads the same in either encoding). It runs where cm2 does and the
+ * device has VK_KHR_shader_bfloat16 with shaderBFloat16Type and shaderBFloat16CooperativeMatrix,
+ * and lists bf16 x bf16 + f32 = f32 at workgroup scope for 256 invocations among its flexible
+ * shapes; EMBER_VK_COOPMAT=0, khr or nv leave bfloat16 to the tiled kernel.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +38,7 @@
 enum { FLAVOR_NONE, FLAVOR_NV, FLAVOR_KHR, FLAVOR_CM2 };
 static const char *const flavor_names[] = {"none", "nv", "khr", "cm2"};
 static uint32_t enabled_of[EM_MAX_DEVICES]; /* by Ember device id: bit f, flavor f enabled */
+enum { BIT_CM2_BF16 = 1u << 8 };              /* ... and the bfloat16 cm2 kernel */
 
 /* Names of VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 (absent from Debian 12's
  * headers). */
@@ -39,6 +47,7 @@ static uint32_t enabled_of[EM_MAX_DEVICES]; /* by Ember device id: bit f, flavor
 #define STYPE_COOP2_FEATURES_NV ((VkStructureType)1000593000)
 #define STYPE_COOP2_FLEX_PROPERTIES_NV ((VkStructureType)1000593001)
 #define STYPE_COOP2_PROPERTIES_NV ((VkStructureType)1000593002)
+#define STYPE_BF16_FEATURES_KHR ((VkStructureType)1000141000) /* VK_KHR_shader_bfloat16 */
 typedef struct em_coop_props_khr {
   VkStructureType sType;
   void *pNext;
@@ -67,6 +76,7 @@ typedef VkResult(VKAPI_PTR *coop_props_khr_fn)(VkPhysicalDevice, uint32_t *, em_
 typedef VkResult(VKAPI_PTR *coop2_flex_fn)(VkPhysicalDevice, uint32_t *, em_coop2_flex_props_nv *);
 /* VkComponentTypeKHR/NV and VkScopeKHR/NV share their values. */
 enum { COMPONENT_F16 = 0, COMPONENT_F32 = 1, SCOPE_WORKGROUP = 2, SCOPE_SUBGROUP = 3 };
+#define COMPONENT_BF16 1000141000 /* VK_COMPONENT_TYPE_BFLOAT16_KHR */
 
 /* The kernels' push constants (kernels/coopmat/matmul_coop.comp, kernels/coopmat2/matmul_cm2.comp):
  * two batch dimensions, flat z in [0, nb1 * nb2) read as (z / nb2, z % nb2), each operand with
@@ -142,15 +152,40 @@ static bool has_shape(const vk_device *D, int flavor) {
   return found;
 }
 
+/* Whether the coopmat2 flexible-dimension list has bf16 x bf16 + f32 = f32 at workgroup scope
+ * for the cm2 kernel's 256 invocations. */
+static bool has_bf16_wg_shape(const vk_device *D) {
+  coop2_flex_fn get = (coop2_flex_fn)vkg.vkGetInstanceProcAddr(
+      em_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+  uint32_t k = 0;
+  bool found = false;
+  if (get == NULL || get(D->phys, &k, NULL) != VK_SUCCESS || k == 0) return false;
+  em_coop2_flex_props_nv *q = calloc(k, sizeof *q);
+  if (q == NULL) return false;
+  for (uint32_t i = 0; i < k; i++) q[i].sType = STYPE_COOP2_FLEX_PROPERTIES_NV;
+  if (get(D->phys, &k, q) == VK_SUCCESS)
+    for (uint32_t i = 0; i < k && !found; i++)
+      found = q[i].AType == COMPONENT_BF16 && q[i].BType == COMPONENT_BF16 &&
+              q[i].CType == COMPONENT_F32 && q[i].ResultType == COMPONENT_F32 &&
+              q[i].scope == SCOPE_WORKGROUP && q[i].workgroupInvocations == 256;
+  free(q);
+  return found;
+}
+
 /* Chains s's structures: coopmat (NV or KHR, and coopmat2 when nv2), float16, 16-bit storage,
  * the memory model. */
-static void *chain(vk_coop_setup *s, bool nv, bool nv2) {
+static void *chain(vk_coop_setup *s, bool nv, bool nv2, bool bf16) {
   memset(s, 0, sizeof *s);
   s->vmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
   s->s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
   s->s16.pNext = &s->vmm;
   s->f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   s->f16.pNext = &s->s16;
+  if (bf16) {
+    s->bf16.sType = STYPE_BF16_FEATURES_KHR;
+    s->bf16.pNext = s->f16.pNext;
+    s->f16.pNext = &s->bf16;
+  }
   if (nv) {
     s->nv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
     s->nv.pNext = &s->f16;
@@ -176,13 +211,16 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
   VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
   if (e == NULL) return NULL;
   vkg.vkEnumerateDeviceExtensionProperties(D->phys, NULL, &n, e);
-  bool khr = false, nv = false, nv2 = false;
+  bool khr = false, nv = false, nv2 = false, bf16 = false;
 #ifdef EMBER_VK_COOPMAT_KHR
   khr = want != FLAVOR_NV && has_ext(e, n, "VK_KHR_cooperative_matrix");
 #endif
 #ifdef EMBER_VK_COOPMAT2
   nv2 = khr && D->props.apiVersion >= VK_API_VERSION_1_3 &&
         has_ext(e, n, "VK_NV_cooperative_matrix2");
+#endif
+#ifdef EMBER_VK_COOPMAT2_BF16
+  bf16 = nv2 && has_ext(e, n, "VK_KHR_shader_bfloat16");
 #endif
 #ifdef EMBER_VK_COOPMAT_NV
   nv = !khr && has_ext(e, n, "VK_NV_cooperative_matrix");
@@ -191,7 +229,7 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
   if (khr || nv) {
     /* what the device supports ... */
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                    .pNext = chain(s, nv, nv2)};
+                                    .pNext = chain(s, nv, nv2, bf16)};
     vkg.vkGetPhysicalDeviceFeatures2(D->phys, &f2);
     bool coop = nv ? s->nv.cooperativeMatrix : s->khr.cooperativeMatrix;
     em_coop2_props_nv p2 = {.sType = STYPE_COOP2_PROPERTIES_NV};
@@ -204,28 +242,36 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
           s->nv2.cooperativeMatrixFlexibleDimensions && s->nv2.cooperativeMatrixTensorAddressing &&
           p2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize >= 256 &&
           p2.cooperativeMatrixFlexibleDimensionsMaxDimension >= 256;
+    bf16 = nv2 && bf16 && s->bf16.shaderBFloat16Type && s->bf16.shaderBFloat16CooperativeMatrix &&
+           has_bf16_wg_shape(D);
     if (coop && s->f16.shaderFloat16 && s->s16.storageBuffer16BitAccess &&
         s->vmm.vulkanMemoryModel && has_shape(D, nv ? FLAVOR_NV : FLAVOR_KHR)) {
       /* ... and only what the kernels need enabled */
-      enabled = chain(s, nv, nv2);
+      enabled = chain(s, nv, nv2, bf16);
       s->nv.cooperativeMatrix = s->khr.cooperativeMatrix = VK_TRUE;
       if (nv2) {
         s->nv2.cooperativeMatrixWorkgroupScope = VK_TRUE;
         s->nv2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
         s->nv2.cooperativeMatrixTensorAddressing = VK_TRUE;
       }
+      if (bf16) {
+        s->bf16.shaderBFloat16Type = VK_TRUE;
+        s->bf16.shaderBFloat16CooperativeMatrix = VK_TRUE;
+      }
       s->f16.shaderFloat16 = VK_TRUE;
       s->s16.storageBuffer16BitAccess = VK_TRUE;
       s->vmm.vulkanMemoryModel = VK_TRUE;
       exts[(*next)++] = nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix";
       if (nv2) exts[(*next)++] = "VK_NV_cooperative_matrix2";
+      if (bf16) exts[(*next)++] = "VK_KHR_shader_bfloat16";
       /* core since Vulkan 1.1/1.2; named where the device lists them (older devices need them) */
       static const char *const core[] = {"VK_KHR_shader_float16_int8", "VK_KHR_16bit_storage",
                                          "VK_KHR_vulkan_memory_model"};
       for (int i = 0; i < 3; i++)
         if (has_ext(e, n, core[i])) exts[(*next)++] = core[i];
       enabled_of[D->id] = nv ? 1u << FLAVOR_NV
-                             : (1u << FLAVOR_KHR) | (nv2 ? 1u << FLAVOR_CM2 : 0u);
+                             : (1u << FLAVOR_KHR) | (nv2 ? 1u << FLAVOR_CM2 : 0u) |
+                                   (bf16 ? BIT_CM2_BF16 : 0u);
     }
   }
   free(e);
@@ -267,7 +313,8 @@ void em_vk_coop_describe(const vk_device *D, char *buf, size_t n) {
   buf[0] = 0;
   if (!(D->features & EM_FEATURE_COOPERATIVE_MATRIX)) return;
   uint32_t on = D->started ? enabled_of[D->id] : 0;
-  ADD("kernels:%s%s%s%s;", on & (1u << FLAVOR_CM2) ? " cm2" : "",
+  ADD("kernels:%s%s%s%s%s;", on & (1u << FLAVOR_CM2) ? " cm2" : "",
+      on & BIT_CM2_BF16 ? " cm2-bf16" : "",
       on & (1u << FLAVOR_KHR) ? " khr" : "", on & (1u << FLAVOR_NV) ? " nv" : "",
       D->started ? (on ? "" : " none") : " (not started)");
   uint32_t ne = 0;
@@ -286,6 +333,14 @@ void em_vk_coop_describe(const vk_device *D, char *buf, size_t n) {
     free(p);
   }
   if (has_ext(e, ne, "VK_NV_cooperative_matrix")) ADD(" nv;");
+  if (has_ext(e, ne, "VK_KHR_shader_bfloat16")) {
+    vk_bf16_features_khr f = {.sType = STYPE_BF16_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
+    vkg.vkGetPhysicalDeviceFeatures2(D->phys, &f2);
+    ADD(" bf16: features%s%s%s;", f.shaderBFloat16Type ? " type" : "",
+        f.shaderBFloat16DotProduct ? " dot-product" : "",
+        f.shaderBFloat16CooperativeMatrix ? " cooperative-matrix" : "");
+  }
   if (has_ext(e, ne, "VK_NV_cooperative_matrix2")) {
     vk_coop2_features_nv f = {.sType = STYPE_COOP2_FEATURES_NV};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
@@ -387,12 +442,19 @@ static bool coop_push_for(coop_push *p, bool *acol, bool *bcol, const em_tensor 
   return true;
 }
 
-/* The one place that decides: float16, a kernel enabled and chosen, operands it can read, and a
- * product large enough for its tiles to pay. */
+/* The one place that decides: float16 (any kernel) or bfloat16 (cm2 with its bf16 build), a
+ * kernel enabled and chosen, operands it can read, and a product large enough for its tiles to
+ * pay. */
 bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
                        const em_tensor *b) {
   int flavor = flavor_now(D);
-  if (out->dtype_id != EM_FLOAT16 || flavor == FLAVOR_NONE) return false;
+  if (flavor == FLAVOR_NONE) return false;
+  if (out->dtype_id == EM_BFLOAT16) {
+    if (flavor != FLAVOR_CM2 || !(enabled_of[D->id] & BIT_CM2_BF16)) return false;
+  } else if (out->dtype_id != EM_FLOAT16) {
+    return false;
+  }
+  if (a->dtype_id != out->dtype_id || b->dtype_id != out->dtype_id) return false;
   /* the subgroup-scope kernel's default tile: two stages of 128 x 40 halves per operand and a
    * 16 x 16 float scratch per subgroup */
   if (flavor != FLAVOR_CM2 && D->props.limits.maxComputeSharedMemorySize < 4 * 2 * 128 * 40 * 2 / 2 + 4096)
@@ -494,7 +556,7 @@ int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_t
     modes |= t[3];
     if (aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2) && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2))
       modes |= 4u;
-    L.module = "matmul_cm2";
+    L.module = out->dtype_id == EM_BFLOAT16 ? "matmul_cm2_bf16" : "matmul_cm2";
     L.spec[0] = modes, L.spec[1] = t[0], L.spec[2] = t[1], L.spec[3] = t[2];
     return grid(D, &L, &p, nb, t[0], t[1]);
   }
