@@ -11,8 +11,8 @@
  * Each needs the build to have compiled it and the device to offer its extension, 16x16x16
  * float16 x float16 + float32 matrices at subgroup scope (cm2: the workgroup-scope, flexible
  * dimensions and tensor addressing features, and Vulkan 1.3 for its SPIR-V 1.6), shaderFloat16,
- * storageBuffer16BitAccess, vulkanMemoryModel (the SPIR-V declares it) and 32-wide subgroups
- * (NVIDIA's are always 32; the kernels assume it). em_vk_coop_setup checks this once when the
+ * storageBuffer16BitAccess, vulkanMemoryModel with its device scope (the SPIR-V uses both) and
+ * 32-wide subgroups (NVIDIA's are always 32; the kernels assume it). em_vk_coop_setup checks this once when the
  * device starts and enables those extensions and features; anything else takes the tiled kernel
  * (vk_matmul.c), as every product does on lavapipe.
  *
@@ -244,8 +244,10 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
           p2.cooperativeMatrixFlexibleDimensionsMaxDimension >= 256;
     bf16 = nv2 && bf16 && s->bf16.shaderBFloat16Type && s->bf16.shaderBFloat16CooperativeMatrix &&
            has_bf16_wg_shape(D);
+    /* the kernels' SPIR-V uses the Device memory scope (the validation layer names it) */
     if (coop && s->f16.shaderFloat16 && s->s16.storageBuffer16BitAccess &&
-        s->vmm.vulkanMemoryModel && has_shape(D, nv ? FLAVOR_NV : FLAVOR_KHR)) {
+        s->vmm.vulkanMemoryModel && s->vmm.vulkanMemoryModelDeviceScope &&
+        has_shape(D, nv ? FLAVOR_NV : FLAVOR_KHR)) {
       /* ... and only what the kernels need enabled */
       enabled = chain(s, nv, nv2, bf16);
       s->nv.cooperativeMatrix = s->khr.cooperativeMatrix = VK_TRUE;
@@ -261,6 +263,7 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
       s->f16.shaderFloat16 = VK_TRUE;
       s->s16.storageBuffer16BitAccess = VK_TRUE;
       s->vmm.vulkanMemoryModel = VK_TRUE;
+      s->vmm.vulkanMemoryModelDeviceScope = VK_TRUE;
       exts[(*next)++] = nv ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix";
       if (nv2) exts[(*next)++] = "VK_NV_cooperative_matrix2";
       if (bf16) exts[(*next)++] = "VK_KHR_shader_bfloat16";
