@@ -109,24 +109,32 @@ int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
   return 0;
 }
 
-/* Records the grid of `tile` x `tile` output tiles, split into several launches where it
- * exceeds the device's limits (push constants n0, m0 and batch0 say where each starts). */
-int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
-                  int tile) {
+/* Records a grid of total[0] x total[1] x total[2] workgroups (tiles along N, M and the batch),
+ * split into several launches where it exceeds the device's limits; before each launch the
+ * push constants *n0, *m0 and *batch0 (pointers into L->push) say where it starts. Shared by
+ * every matmul kernel, whose push constants differ. */
+int em_vk_tile_grid(vk_device *D, vk_launch *L, const int64_t total[3], uint32_t *n0,
+                    uint32_t *m0, uint32_t *batch0) {
   const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
-  int64_t total[3] = {cdiv(N, tile), cdiv(M, tile), B};
   for (int64_t z = 0; z < total[2]; z += lim[2])
     for (int64_t y = 0; y < total[1]; y += lim[1])
       for (int64_t x = 0; x < total[0]; x += lim[0]) {
         int64_t at[3] = {x, y, z};
         for (int d = 0; d < 3; d++)
           L->groups[d] = (uint32_t)(total[d] - at[d] < lim[d] ? total[d] - at[d] : lim[d]);
-        p->n0 = (uint32_t)x;
-        p->m0 = (uint32_t)y;
-        p->batch0 = (uint32_t)z;
+        *n0 = (uint32_t)x;
+        *m0 = (uint32_t)y;
+        *batch0 = (uint32_t)z;
         if (em_vk_launch(D, L) != 0) return -1;
       }
   return 0;
+}
+
+/* The grid of `tile` x `tile` output tiles of the tiled kernel. */
+int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
+                  int tile) {
+  int64_t total[3] = {cdiv(N, tile), cdiv(M, tile), B};
+  return em_vk_tile_grid(D, L, total, &p->n0, &p->m0, &p->batch0);
 }
 
 /* Whether a product gets a pipeline specialized to its operands' layouts (vk_pipeline.c's

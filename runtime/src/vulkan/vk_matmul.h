@@ -37,6 +37,8 @@ bool em_vk_mm_fits_i32(int64_t v);
 uint32_t em_vk_mm_layout(const em_tensor *t, int chunk);
 int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
                          const em_tensor *b);
+int em_vk_tile_grid(vk_device *D, vk_launch *L, const int64_t total[3], uint32_t *n0,
+                    uint32_t *m0, uint32_t *batch0);
 int em_vk_mm_grid(vk_device *D, vk_launch *L, mm_push *p, int64_t B, int64_t M, int64_t N,
                   int tile);
 

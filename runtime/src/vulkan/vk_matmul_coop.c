@@ -470,21 +470,10 @@ bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Records the grid of bm x bn tiles over nb batch elements, split into several launches where it
- * exceeds the device's limits (m0, n0, batch0 say where each starts). */
+/* The grid of bm x bn tiles over nb batch elements (em_vk_tile_grid splits it at the limits). */
 static int grid(vk_device *D, vk_launch *L, coop_push *p, int64_t nb, int64_t bm, int64_t bn) {
-  const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
   int64_t total[3] = {cdiv(p->N, bn), cdiv(p->M, bm), nb};
-  for (int64_t z = 0; z < total[2]; z += lim[2])
-    for (int64_t y = 0; y < total[1]; y += lim[1])
-      for (int64_t x = 0; x < total[0]; x += lim[0]) {
-        int64_t at[3] = {x, y, z};
-        for (int d = 0; d < 3; d++)
-          L->groups[d] = (uint32_t)(total[d] - at[d] < lim[d] ? total[d] - at[d] : lim[d]);
-        p->n0 = (uint32_t)x, p->m0 = (uint32_t)y, p->batch0 = (uint32_t)z;
-        if (em_vk_launch(D, L) != 0) return -1;
-      }
-  return 0;
+  return em_vk_tile_grid(D, L, total, &p->n0, &p->m0, &p->batch0);
 }
 
 /* Whether x and the batch strides are multiples of 8 elements (16-byte chunks). */
