@@ -337,6 +337,8 @@ int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes);
 void em_vk_staging_release_all(vk_device *D);
 /* A staging buffer of at least size bytes that no pending work uses (vk_transfer.c; D->lock
  * held); NULL on error. */
+void em_vk_record_readback(vk_device *D, VkCommandBuffer cmd, vk_block *b, uint64_t offset,
+                           vk_staging *st, uint64_t n);
 vk_staging *em_vk_staging_get(vk_device *D, uint64_t size);
 /* Makes the device's writes to st visible to the host (non-coherent memory). */
 void em_vk_staging_invalidate(vk_device *D, vk_staging *st);

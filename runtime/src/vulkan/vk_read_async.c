@@ -33,17 +33,7 @@ void *em_vk_read_start(const em_storage *s, size_t offset, size_t nbytes) {
   VkCommandBuffer cmd = st ? em_vk_cmd(D) : NULL;
   int rc = -1;
   if (cmd != NULL) {
-    vk_block *rd[1] = {b};
-    em_vk_hazards(D, cmd, rd, 1, NULL, 0);
-    VkBufferCopy region = {b->offset + offset, 0, nbytes};
-    D->fn.vkCmdCopyBuffer(cmd, b->slab->buffer, st->buffer, 1, &region);
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-    };
-    D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
-                               1, &mb, 0, NULL, 0, NULL);
+    em_vk_record_readback(D, cmd, b, offset, st, nbytes);
     r->serial = D->next_serial;
     st->busy_until = r->serial;
     st->held = true;

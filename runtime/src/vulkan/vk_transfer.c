@@ -89,6 +89,24 @@ void em_vk_staging_release_all(vk_device *D) {
   }
 }
 
+/* Records, into cmd, the copy of n bytes at `offset` in block b into staging buffer st, after
+ * whatever still writes b, with the barrier that makes the copy visible to the host's reads of
+ * the mapped memory. Shared by the synchronous read and the asynchronous one (vk_read_async.c). */
+void em_vk_record_readback(vk_device *D, VkCommandBuffer cmd, vk_block *b, uint64_t offset,
+                           vk_staging *st, uint64_t n) {
+  vk_block *r[1] = {b};
+  em_vk_hazards(D, cmd, r, 1, NULL, 0);
+  VkBufferCopy region = {b->offset + offset, 0, n};
+  D->fn.vkCmdCopyBuffer(cmd, b->slab->buffer, st->buffer, 1, &region);
+  VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+  };
+  D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                             1, &mb, 0, NULL, 0, NULL);
+}
+
 vk_staging *em_vk_staging_get(vk_device *D, uint64_t size) { return get_staging(D, size); }
 
 static void flush_range(vk_device *D, vk_staging *st, uint64_t n, bool to_device) {
@@ -165,18 +183,7 @@ int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes) {
       rc = -1;
       break;
     }
-    vk_block *r[1] = {b};
-    em_vk_hazards(D, cmd, r, 1, NULL, 0);
-    VkBufferCopy region = {b->offset + offset + done, 0, n};
-    D->fn.vkCmdCopyBuffer(cmd, b->slab->buffer, st->buffer, 1, &region);
-    /* The transfer's writes must reach the host before it reads the mapped memory. */
-    VkMemoryBarrier mb = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-      .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-      .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-    };
-    D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
-                               1, &mb, 0, NULL, 0, NULL);
+    em_vk_record_readback(D, cmd, b, offset + done, st, n);
     uint64_t serial = D->next_serial;
     st->busy_until = serial;
     rc = em_vk_submit(D);
