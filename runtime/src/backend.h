@@ -31,6 +31,7 @@ struct em_conv_geom;
 struct em_pool_geom;
 struct em_norm_geom;
 struct em_class_loss;
+struct em_attn_geom;
 
 /* How an index outside [0, size) is worded. em_index_message writes both the host's checks'
  * messages and a device's deferred reports, so the two read the same. */
@@ -53,6 +54,10 @@ struct em_backend {
    * rounded once). Without it the definitions (ops/nn_conv.c) run bfloat16 convolutions in
    * float32 between casts. */
   bool conv_bf16;
+  /* Whether the attention slots take float16 and bfloat16 q/k/v themselves (float32
+   * accumulation, each output rounded once). Without it the definition (ops/attention.c) runs
+   * 16-bit attention in float32 between casts. */
+  bool attention_half;
 
   /* ---- memory ---- */
   /* Fills s->data / s->backend_ctx for s->nbytes bytes; -1 with an OOM error on failure. */
@@ -206,6 +211,26 @@ struct em_backend {
   int (*class_loss_backward)(int log_softmax, em_tensor *gx, const em_tensor *gloss,
                              const em_tensor *x, const em_tensor *lse, const em_tensor *target,
                              const em_tensor *weight, const struct em_class_loss *L);
+
+  /* ---- attention (ops/attention.c; nn.h's em_attn_geom says what is computed) ----
+   * Fused: no [Tq, Tk] score matrix in memory; online softmax over tiles of keys.
+   * q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] and gout [B, Hq, Tq, Dv] share one
+   * floating dtype (float32, float64, or float16/bfloat16 where attention_half is set); their
+   * last dim has stride 1, every other stride is anything (0 too: broadcast views).
+   * mask is NULL or an additive float32 mask viewed as [B, Hq, Tq, Tk] (stride 0 where it
+   * broadcasts, any stride in its last dim); the definition turns a boolean mask into 0/-inf.
+   * Fresh contiguous outputs: out [B, Hq, Tq, Dv] and gq/gk/gv in q's dtype; lse float32
+   * [B, Hq, Tq], each row's log-sum-exp of its scaled, masked scores (-inf for a row with every
+   * key masked: that row of out is 0, and so are its gradients). The backward recomputes the
+   * scores from q, k and lse (and the dropout mask from the geometry's Philox stream); it
+   * computes delta = rowsum(gout * out) itself. gk/gv sum over the Hq / Hkv q heads that share
+   * a k/v head. */
+  int (*attention)(em_tensor *out, em_tensor *lse, const em_tensor *q, const em_tensor *k,
+                   const em_tensor *v, const em_tensor *mask, const struct em_attn_geom *g);
+  int (*attention_backward)(em_tensor *gq, em_tensor *gk, em_tensor *gv, const em_tensor *gout,
+                            const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                            const em_tensor *out, const em_tensor *lse, const em_tensor *mask,
+                            const struct em_attn_geom *g);
 
   /* ---- optimizer steps (ops/optim.c; the formulas are in ember.h and docs/api/optim.md) ----
    * In place over same-shaped tensors of one floating dtype: grad may have any strides

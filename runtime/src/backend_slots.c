@@ -26,6 +26,7 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(max_unpool2d), SLOT(avg_pool2d), SLOT(avg_pool2d_backward),
     SLOT(batch_norm_stats), SLOT(channel_affine), SLOT(batch_norm_backward), SLOT(group_norm),
     SLOT(group_norm_backward), SLOT(class_loss), SLOT(class_loss_backward),
+    OPTIONAL_SLOT(attention), OPTIONAL_SLOT(attention_backward),
     SLOT(sgd_step), SLOT(adam_step),
     SLOT(amp_unscale),
 };
@@ -33,7 +34,7 @@ const em_backend_slot em_backend_slots[] = {
 #define NSLOTS ((int)(sizeof em_backend_slots / sizeof em_backend_slots[0]))
 const int em_backend_slot_count = NSLOTS;
 
-/* The table is name, host_scalars, then nothing but slots: a slot added to struct em_backend
+/* The table is name, the bool flags, then nothing but slots: a slot added to struct em_backend
  * and not listed above (or any other member added) fails the build here. The test checks that
  * the listed offsets are distinct, so together they cover every slot once. */
 _Static_assert(offsetof(struct em_backend, storage_alloc) == 2 * sizeof(any_fn),

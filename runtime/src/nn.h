@@ -55,6 +55,27 @@ typedef struct em_class_loss {
   double smoothing;             /* label smoothing (cross entropy only) */
 } em_class_loss;
 
+/* Scaled dot-product attention (PyTorch's F.scaled_dot_product_attention), per batch b and
+ * q head h, with k/v head kh = h / (Hq / Hkv) (grouped-query attention when Hkv < Hq):
+ *   s[i, j] = scale * q[b, h, i, :] . k[b, kh, j, :] + mask[b, h, i, j]
+ *   s[i, j] = -inf where causal and j > i (top-left aligned, as PyTorch's is_causal)
+ *   p = softmax_j(s)  (a row whose every s is -inf gives p = 0, lse = -inf)
+ *   p[i, j] = 0 where dropped, else p[i, j] / (1 - dropout_p)
+ *   out[b, h, i, :] = sum_j p[i, j] v[b, kh, j, :]
+ * Dropout: score (b, h, i, j), at flat index e = ((b * Hq + h) * Tq + i) * Tk + j, reads
+ * the 32-bit word at lane e % 4 of Philox block `offset + e / 4` of key `seed` (random.h's
+ * layout), and is kept when (word >> 8) >= drop_below, an integer compare so that every device
+ * draws the same mask (drop_below = ceil(dropout_p * 2^24), set by the definition). The
+ * backward regenerates the same mask from the same numbers. */
+typedef struct em_attn_geom {
+  int64_t B, Hq, Hkv, Tq, Tk, D, Dv;
+  double scale;
+  bool causal;
+  double dropout_p;             /* 0: no dropout */
+  uint32_t drop_below;          /* ceil(dropout_p * 2^24) */
+  uint64_t seed, offset;        /* the dropout's Philox stream */
+} em_attn_geom;
+
 /* ---- internal ops (the formulas' vocabulary; all record autograd) ----------------------- */
 
 typedef struct em_conv_args {
