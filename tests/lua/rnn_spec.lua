@@ -139,6 +139,38 @@ describe('nn recurrent layers', function()
     assert.are.same({ 4 }, c1:size())
   end)
 
+  it('equal their cell stepped by hand over a long sequence (both directions), with gradients', function()
+    ember.manual_seed(6)
+    for _, kind in ipairs({ 'LSTM', 'GRU', 'RNN' }) do
+      local m = nn[kind](3, 4, { bidirectional = true }):double()
+      local T = 11 -- blocks of 4, 4, 3
+      local x = ember.randn(T, 2, 3, { dtype = 'float64' }):requires_grad_(true)
+      local y, h = m(x)
+      local ys = {}
+      for d, suffix in ipairs({ '_l0', '_l0_reverse' }) do
+        local cell = nn[kind .. 'Cell'](3, 4):double()
+        for _, n in ipairs({ 'weight_ih', 'weight_hh', 'bias_ih', 'bias_hh' }) do
+          ember.no_grad(function() cell[n]:copy_(m[n .. suffix]) end)
+        end
+        local hh, cc = nil, nil
+        ys[d] = {}
+        for s = 1, T do
+          local t = d == 1 and s or T - s + 1
+          if kind == 'LSTM' then hh, cc = cell(x[t], hh and { hh, cc }) else hh = cell(x[t], hh) end
+          ys[d][t] = hh
+        end
+      end
+      local want = ember.cat({ ember.stack(ys[1], 1), ember.stack(ys[2], 1) }, 3)
+      close(y, want, kind .. ' output', 1e-12)
+      local hn = kind == 'LSTM' and h[1] or h
+      close(hn, ember.stack({ ys[1][T], ys[2][1] }, 1), kind .. ' h_n', 1e-12)
+      local w = ember.randn(T, 2, 8, { dtype = 'float64' })
+      local gx = ember.autograd.grad({ (y * w):sum() }, { x })[1]
+      local gx_want = ember.autograd.grad({ (want * w):sum() }, { x })[1]
+      close(gx, gx_want, kind .. ' grad input', 1e-12)
+    end
+  end)
+
   it('gradcheck in float64: cells and a bidirectional 2-layer GRU', function()
     ember.manual_seed(4)
     for _, make in ipairs({

@@ -8,10 +8,10 @@
 -- step one matmul with the hidden weights and a few pointwise ops. Nothing reads a value back
 -- to the host, so on Vulkan a whole sequence is recorded without a wait.
 --
--- Known cost: a step takes its slice of the input projection with select, whose backward
--- embeds the step's gradient into zeros of the whole projection, so backward does
--- O(T^2 * batch * gates) work over a sequence of length T. Fine for the short sequences of
--- character models and tests; an unbind op with one backward would remove it.
+-- Known cost: the backward of a view (a step's slice of the input projection) embeds its
+-- gradient into zeros of what it views; slicing in two levels (run_direction) keeps that at
+-- O(T^1.5 * batch * gates) over a sequence of length T. An unbind op with one backward would
+-- make it O(T).
 local Module = require 'ember.nn.module'
 local init = require 'ember.nn.init_fns'
 
@@ -110,13 +110,25 @@ end
 -- One layer in one direction over x [T, B, I]: the input projection of every step in one
 -- matmul, then the steps in order (reversed for the reverse direction). Returns the outputs
 -- [T, B, H] in time order and the last state.
+--
+-- A step's slice is taken in two levels, a block of about sqrt(T) steps (narrow), then the
+-- step in it (select): the backward of a view embeds its gradient into zeros of what it views,
+-- so slicing the whole projection at each step would cost O(T^2) in backward, and the two
+-- levels cost O(T^1.5).
 local function run_direction(mode, x, w, h, c, reverse)
   local T, B, I = x:size(1), x:size(2), x:size(3)
   local xw = input_projection(x:reshape(T * B, I), w.w_ih, w.b_ih):view(T, B, w.w_ih:size(1))
   local step, outs = steps[mode], {}
+  local block_len = math.ceil(math.sqrt(T))
+  local block, first
   for s = 1, T do
     local t = reverse and T - s + 1 or s
-    h, c = step(xw:select(1, t), h, c, w.w_hh, w.b_hh)
+    local start = math.floor((t - 1) / block_len) * block_len + 1
+    if start ~= first then
+      first = start
+      block = xw:narrow(1, start, math.min(block_len, T - start + 1))
+    end
+    h, c = step(block:select(1, t - start + 1), h, c, w.w_hh, w.b_hh)
     outs[t] = h
   end
   return ember().stack(outs, 1), h, c
