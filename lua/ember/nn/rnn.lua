@@ -143,7 +143,10 @@ local LAYER_OPTIONS = { num_layers = true, bias = true, batch_first = true, drop
 -- (input_size, hidden_size [, num_layers] [, {options}])
 local function layer_init(self, fn, mode, input_size, hidden_size, a, b, extra)
   local opts = b
-  if type(a) == 'table' then opts = a elseif a ~= nil then opts = b or {} end
+  if type(a) == 'table' then
+    if b ~= nil then error(('%s: unexpected argument 4 after the options table'):format(fn), 4) end
+    opts = a
+  end
   local allowed = {}
   for k in pairs(LAYER_OPTIONS) do allowed[k] = true end
   for k in pairs(extra) do allowed[k] = true end
