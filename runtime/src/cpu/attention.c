@@ -33,7 +33,9 @@
 
 #include "../nn.h"
 #include "../random.h"
+#include "attention_rows.h"
 #include "cpu.h"
+#include "sgemm.h"
 
 enum { BR = 64, BC = 64 };
 
@@ -47,6 +49,7 @@ typedef struct operand {
 typedef struct attn {
   const em_attn_geom *g;
   bool f64;
+  bool packed;   /* float32 on sgemm.h's kernel and attention_rows.h's loops (AVX-512) */
   size_t es;
   int64_t group; /* q heads per kv head */
   operand q, k, v, out, lse, gout, gq, gk, gv;
@@ -92,6 +95,15 @@ static void gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, do
 }
 
 static int64_t ld(int64_t cols) { return cols > 0 ? cols : 1; }
+
+/* Floats of each packing buffer a thread needs for sgemm.h's kernel: operands are at most
+ * X x X with X = max(64, D, Dv). */
+static int64_t pack_floats(const em_attn_geom *g) {
+  int64_t x = BR > BC ? BR : BC;
+  if (g->D > x) x = g->D;
+  if (g->Dv > x) x = g->Dv;
+  return em_sg_round(x, EM_SG_NR) * x;
+}
 
 /* ---- typed tile helpers ------------------------------------------------------------------------ */
 
@@ -266,38 +278,82 @@ static int64_t key_end(const attn *a, int64_t i0, int64_t br) {
   return a->g->causal ? min64(a->g->Tk, i0 + br) : a->g->Tk;
 }
 
+/* ---- prepared operands and products ------------------------------------------------------------
+ * An operand read by several products is prepared once: on the float32 AVX-512 path, packed
+ * in sgemm.h's layouts straight from its strided rows; elsewhere copied to a contiguous tile.
+ * Both fold in a scale. A product's other operand, a tile the thread just computed (P, dS),
+ * is packed by the product itself. */
+
+static void scale_floats(float *x, int64_t n, double scale) {
+  if (scale != 1)
+    for (int64_t i = 0; i < n; i++) x[i] *= (float)scale;
+}
+
+/* src [rows, cols] (rows rs apart) as a product's left operand. */
+static void prep_a(const attn *a, void *buf, const char *src, int64_t rows, int64_t cols,
+                   int64_t rs, double scale) {
+  if (!a->packed) return load_tile(a, buf, src, rows, cols, rs, scale);
+  em_sgemm_pack_a(false, rows, cols, (const float *)src, rs, buf);
+  scale_floats(buf, em_sgemm_a_size(rows, cols), scale);
+}
+
+/* src [rows, cols] as a right operand: B = src ([K = rows, N = cols]), or with bt B = src^T. */
+static void prep_b(const attn *a, void *buf, bool bt, const char *src, int64_t rows,
+                   int64_t cols, int64_t rs, double scale) {
+  if (!a->packed) return load_tile(a, buf, src, rows, cols, rs, scale);
+  if (bt) em_sgemm_pack_b(true, cols, rows, (const float *)src, rs, buf);
+  else em_sgemm_pack_b(false, rows, cols, (const float *)src, rs, buf);
+  scale_floats(buf, bt ? em_sgemm_b_size(cols, rows) : em_sgemm_b_size(rows, cols), scale);
+}
+
+/* C [M, N] (ldc) = beta * C + op(A) B. A is a prepared [M, K] operand, or with raw a tile of
+ * the workspace, row-major [M, K] (lda apart) or with ta [K, M]; B was prepared by prep_b
+ * (bt as given there). */
+static void prod(const attn *a, float *pa, bool raw, bool ta, const void *A, int64_t lda,
+                 bool bt, const void *B, int64_t M, int64_t N, int64_t K, double beta, void *C,
+                 int64_t ldc) {
+  if (!a->packed) {
+    if (!raw) lda = ld(K), ta = false;
+    gemm(a->f64, ta, bt, M, N, K, 1.0, A, lda, B, bt ? ld(K) : ld(N), beta, C, ldc);
+    return;
+  }
+  if (raw) {
+    em_sgemm_pack_a(ta, M, K, A, lda, pa);
+    A = pa;
+  }
+  em_sgemm_packed(M, N, K, A, B, (float)beta, NULL, C, ldc);
+}
+
+/* ---- workspaces ----------------------------------------------------------------------------------- */
+
+/* Every buffer of a thread's workspace holds any tile or prepared operand: X x X elements
+ * with X = max(64, D, Dv), the packed forms' padding included. */
+static size_t buf_bytes(const attn *a) { return (size_t)pack_floats(a->g) * a->es; }
+
+enum { FWD_BUFS = 6, BWD_BUFS = 13, ROW_ARRAYS = 3 };
+
+static size_t ws_bytes(const attn *a, int bufs) {
+  return (size_t)bufs * ((buf_bytes(a) + 63) / 64 * 64) + ROW_ARRAYS * BR * sizeof(double);
+}
+
+/* The i-th buffer of a workspace, and the row arrays after them. */
+static void *ws_buf(const attn *a, char *ws, int i) {
+  return ws + (size_t)i * ((buf_bytes(a) + 63) / 64 * 64);
+}
+
 /* ---- forward ----------------------------------------------------------------------------------- */
 
 typedef struct fwd_ws {
   void *Q, *K, *V, *S, *O;
+  float *pa;
   double *m, *l, *alpha;
 } fwd_ws;
 
-static void *ws_carve(char **cur, size_t bytes) {
-  void *p = *cur;
-  *cur += (bytes + 63) / 64 * 64;
-  return p;
-}
-
-static size_t fwd_ws_bytes(const attn *a) {
-  const em_attn_geom *g = a->g;
-  size_t e = a->es;
-  return (size_t)(BR * g->D + BC * g->D + BC * g->Dv + BR * BC + BR * g->Dv) * e +
-         3 * BR * sizeof(double) + 8 * 64;
-}
-
-static fwd_ws fwd_ws_of(const attn *a, char *buf) {
-  const em_attn_geom *g = a->g;
-  size_t e = a->es;
-  fwd_ws w;
-  w.Q = ws_carve(&buf, (size_t)(BR * g->D) * e);
-  w.K = ws_carve(&buf, (size_t)(BC * g->D) * e);
-  w.V = ws_carve(&buf, (size_t)(BC * g->Dv) * e);
-  w.S = ws_carve(&buf, (size_t)(BR * BC) * e);
-  w.O = ws_carve(&buf, (size_t)(BR * g->Dv) * e);
-  w.m = ws_carve(&buf, BR * sizeof(double));
-  w.l = ws_carve(&buf, BR * sizeof(double));
-  w.alpha = ws_carve(&buf, BR * sizeof(double));
+static fwd_ws fwd_ws_of(const attn *a, char *ws) {
+  fwd_ws w = {ws_buf(a, ws, 0), ws_buf(a, ws, 1), ws_buf(a, ws, 2), ws_buf(a, ws, 3),
+              ws_buf(a, ws, 4), ws_buf(a, ws, 5), NULL, NULL, NULL};
+  double *rows = ws_buf(a, ws, FWD_BUFS);
+  w.m = rows, w.l = rows + BR, w.alpha = rows + 2 * BR;
   return w;
 }
 
@@ -317,27 +373,31 @@ static void fwd_finish(const attn *a, const fwd_ws *w, int64_t b, int64_t h, int
   }
 }
 
+static void online(const attn *a, const fwd_ws *w, int64_t br, int64_t bc) {
+  if (a->f64) online_f64(w->S, br, bc, w->m, w->l, w->alpha);
+  else if (a->packed) em_attn_online_f32(w->S, br, bc, w->m, w->l, w->alpha);
+  else online_f32(w->S, br, bc, w->m, w->l, w->alpha);
+}
+
 static void fwd_unit(const attn *a, const fwd_ws *w, int64_t u) {
   const em_attn_geom *g = a->g;
-  int64_t nq = tiles(g->Tq, BR);
+  int64_t nq = tiles(g->Tq, BR), D = g->D, Dv = g->Dv;
   int64_t it = u % nq, bh = u / nq, h = bh % g->Hq, b = bh / g->Hq, kh = h / a->group;
   int64_t i0 = it * BR, br = min64(BR, g->Tq - i0);
-  load_tile(a, w->Q, row_at(a, &a->q, b, h, i0), br, g->D, a->q.s[2], g->scale);
-  memset(w->O, 0, (size_t)(br * g->Dv) * a->es);
+  prep_a(a, w->Q, row_at(a, &a->q, b, h, i0), br, D, a->q.s[2], g->scale);
+  memset(w->O, 0, (size_t)(br * Dv) * a->es);
   for (int64_t i = 0; i < br; i++) w->m[i] = -INFINITY, w->l[i] = 0;
   int64_t jend = key_end(a, i0, br);
   for (int64_t j0 = 0; j0 < jend; j0 += BC) {
     int64_t bc = min64(BC, jend - j0);
-    load_tile(a, w->K, row_at(a, &a->k, b, kh, j0), bc, g->D, a->k.s[2], 1.0);
-    load_tile(a, w->V, row_at(a, &a->v, b, kh, j0), bc, g->Dv, a->v.s[2], 1.0);
-    gemm(a->f64, false, true, br, bc, g->D, 1.0, w->Q, ld(g->D), w->K, ld(g->D), 0.0, w->S, bc);
+    prep_b(a, w->K, true, row_at(a, &a->k, b, kh, j0), bc, D, a->k.s[2], 1.0);
+    prep_b(a, w->V, false, row_at(a, &a->v, b, kh, j0), bc, Dv, a->v.s[2], 1.0);
+    prod(a, w->pa, false, false, w->Q, 0, true, w->K, br, bc, D, 0.0, w->S, bc);
     fix_scores(a, w->S, br, bc, b, h, i0, j0);
-    if (a->f64) online_f64(w->S, br, bc, w->m, w->l, w->alpha);
-    else online_f32(w->S, br, bc, w->m, w->l, w->alpha);
-    scale_rows(a, w->O, br, g->Dv, w->alpha);
+    online(a, w, br, bc);
+    scale_rows(a, w->O, br, Dv, w->alpha);
     if (g->dropout_p > 0) dropout(a, w->S, br, bc, b, h, i0, j0);
-    gemm(a->f64, false, false, br, g->Dv, bc, 1.0, w->S, bc, w->V, ld(g->Dv), 1.0, w->O,
-         ld(g->Dv));
+    prod(a, w->pa, true, false, w->S, bc, false, w->V, br, Dv, bc, 1.0, w->O, ld(Dv));
   }
   fwd_finish(a, w, b, h, i0, br);
 }
@@ -347,6 +407,7 @@ static void setup(attn *a, const em_tensor *q, const em_tensor *k, const em_tens
   memset(a, 0, sizeof *a);
   a->g = g;
   a->f64 = q->dtype_id == EM_FLOAT64;
+  a->packed = !a->f64 && em_sgemm_available() && em_attn_rows_available();
   a->es = em_dtypes[q->dtype_id].size;
   a->group = g->Hq / g->Hkv;
   a->q = operand_of(q), a->k = operand_of(k), a->v = operand_of(v);
@@ -390,46 +451,40 @@ int em_cpu_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const e
   setup(&a, q, k, v, mask, g);
   a.out = operand_of(out), a.lse = operand_of(lse);
   int64_t units = g->B * g->Hq * tiles(g->Tq, BR);
-  return run_units("scaled_dot_product_attention", &a, units, fwd_ws_bytes(&a), fwd_body);
+  return run_units("scaled_dot_product_attention", &a, units, ws_bytes(&a, FWD_BUFS), fwd_body);
 }
 
 /* ---- backward ---------------------------------------------------------------------------------- */
 
+/* Q and dO are prepared as left (Qa, dOa) and right (Qb, dOb) operands, K and V as right
+ * operands transposed (Kt, Vt) and K as is, scaled (Ks, for dQ). */
 typedef struct bwd_ws {
-  void *Q, *dO, *K, *V, *S, *Pd, *dP, *dK, *dV;
+  void *Qa, *Qb, *dOa, *dOb, *Kt, *Vt, *Ks, *S, *Pd, *dP, *dK, *dV;
+  float *pa;
   double *lse, *delta;
 } bwd_ws;
 
-static size_t bwd_ws_bytes(const attn *a) {
-  const em_attn_geom *g = a->g;
-  size_t e = a->es;
-  return (size_t)(BR * g->D + BR * g->Dv + 2 * BC * g->D + 2 * BC * g->Dv + 3 * BR * BC) * e +
-         2 * BR * sizeof(double) + 12 * 64;
-}
-
-static bwd_ws bwd_ws_of(const attn *a, char *buf) {
-  const em_attn_geom *g = a->g;
-  size_t e = a->es;
-  bwd_ws w;
-  w.Q = ws_carve(&buf, (size_t)(BR * g->D) * e);
-  w.dO = ws_carve(&buf, (size_t)(BR * g->Dv) * e);
-  w.K = ws_carve(&buf, (size_t)(BC * g->D) * e);
-  w.V = ws_carve(&buf, (size_t)(BC * g->Dv) * e);
-  w.dK = ws_carve(&buf, (size_t)(BC * g->D) * e);
-  w.dV = ws_carve(&buf, (size_t)(BC * g->Dv) * e);
-  w.S = ws_carve(&buf, (size_t)(BR * BC) * e);
-  w.Pd = ws_carve(&buf, (size_t)(BR * BC) * e);
-  w.dP = ws_carve(&buf, (size_t)(BR * BC) * e);
-  w.lse = ws_carve(&buf, BR * sizeof(double));
-  w.delta = ws_carve(&buf, BR * sizeof(double));
+static bwd_ws bwd_ws_of(const attn *a, char *ws) {
+  void *b[BWD_BUFS];
+  for (int i = 0; i < BWD_BUFS; i++) b[i] = ws_buf(a, ws, i);
+  bwd_ws w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+              NULL, NULL};
+  double *rows = ws_buf(a, ws, BWD_BUFS);
+  w.lse = rows, w.delta = rows + BR;
   return w;
 }
 
-/* The query side of a tile pair: Q (pre-scaled), dO, lse and delta of rows i0.. of (b, h). */
-static void bwd_load_q(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0, int64_t br) {
+/* The query side of tile pairs: rows i0.. of head (b, h). */
+static void bwd_load_q(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0, int64_t br,
+                       bool kv) {
   const em_attn_geom *g = a->g;
-  load_tile(a, w->Q, row_at(a, &a->q, b, h, i0), br, g->D, a->q.s[2], g->scale);
-  load_tile(a, w->dO, row_at(a, &a->gout, b, h, i0), br, g->Dv, a->gout.s[2], 1.0);
+  const char *q = row_at(a, &a->q, b, h, i0), *go = row_at(a, &a->gout, b, h, i0);
+  prep_a(a, w->Qa, q, br, g->D, a->q.s[2], g->scale);
+  prep_a(a, w->dOa, go, br, g->Dv, a->gout.s[2], 1.0);
+  if (kv) {
+    prep_b(a, w->Qb, false, q, br, g->D, a->q.s[2], g->scale);
+    prep_b(a, w->dOb, false, go, br, g->Dv, a->gout.s[2], 1.0);
+  }
   for (int64_t i = 0; i < br; i++) {
     const char *lp = row_at(a, &a->lse, b, h, i0 + i);
     w->lse[i] = a->f64 ? *(const double *)lp : *(const float *)lp;
@@ -437,11 +492,14 @@ static void bwd_load_q(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i
   }
 }
 
+/* The key side: rows j0.. of kv head (b, kh). */
 static void bwd_load_kv(const attn *a, bwd_ws *w, int64_t b, int64_t kh, int64_t j0,
-                        int64_t bc) {
+                        int64_t bc, bool q) {
   const em_attn_geom *g = a->g;
-  load_tile(a, w->K, row_at(a, &a->k, b, kh, j0), bc, g->D, a->k.s[2], 1.0);
-  load_tile(a, w->V, row_at(a, &a->v, b, kh, j0), bc, g->Dv, a->v.s[2], 1.0);
+  const char *k = row_at(a, &a->k, b, kh, j0);
+  prep_b(a, w->Kt, true, k, bc, g->D, a->k.s[2], 1.0);
+  prep_b(a, w->Vt, true, row_at(a, &a->v, b, kh, j0), bc, g->Dv, a->v.s[2], 1.0);
+  if (q) prep_b(a, w->Ks, false, k, bc, g->D, a->k.s[2], g->scale);
 }
 
 /* One tile pair, the loaded query rows [i0, i0 + br) of head (b, h) against the loaded keys
@@ -450,11 +508,12 @@ static void bwd_load_kv(const attn *a, bwd_ws *w, int64_t b, int64_t kh, int64_t
 static void bwd_tile(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0, int64_t br,
                      int64_t j0, int64_t bc, bool kv, bool q) {
   const em_attn_geom *g = a->g;
-  bool f64 = a->f64, drop = g->dropout_p > 0;
+  bool drop = g->dropout_p > 0;
   int64_t D = g->D, Dv = g->Dv;
-  gemm(f64, false, true, br, bc, D, 1.0, w->Q, ld(D), w->K, ld(D), 0.0, w->S, bc);
+  prod(a, w->pa, false, false, w->Qa, 0, true, w->Kt, br, bc, D, 0.0, w->S, bc);
   fix_scores(a, w->S, br, bc, b, h, i0, j0);
-  if (f64) probs_f64(w->S, br, bc, w->lse);
+  if (a->f64) probs_f64(w->S, br, bc, w->lse);
+  else if (a->packed) em_attn_probs_f32(w->S, br, bc, w->lse);
   else probs_f32(w->S, br, bc, w->lse);
   if (kv) { /* dV += dropout(P)^T dO */
     void *Pd = w->S;
@@ -463,16 +522,16 @@ static void bwd_tile(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0,
       dropout(a, w->Pd, br, bc, b, h, i0, j0);
       Pd = w->Pd;
     }
-    gemm(f64, true, false, bc, Dv, br, 1.0, Pd, bc, w->dO, ld(Dv), 1.0, w->dV, ld(Dv));
+    prod(a, w->pa, true, true, Pd, bc, false, w->dOb, bc, Dv, br, 1.0, w->dV, ld(Dv));
   }
-  gemm(f64, false, true, br, bc, Dv, 1.0, w->dO, ld(Dv), w->V, ld(Dv), 0.0, w->dP, bc);
+  prod(a, w->pa, false, false, w->dOa, 0, true, w->Vt, br, bc, Dv, 0.0, w->dP, bc);
   if (drop) dropout(a, w->dP, br, bc, b, h, i0, j0);
-  if (f64) dscores_f64(w->dP, w->S, br, bc, w->delta);
+  if (a->f64) dscores_f64(w->dP, w->S, br, bc, w->delta);
   else dscores_f32(w->dP, w->S, br, bc, w->delta);
-  /* Q is pre-scaled, so dS^T Q is already dK's scale * dS^T q */
-  if (kv) gemm(f64, true, false, bc, D, br, 1.0, w->dP, bc, w->Q, ld(D), 1.0, w->dK, ld(D));
+  /* Qb is pre-scaled, so dS^T Q is already dK's scale * dS^T q; Ks likewise for dQ */
+  if (kv) prod(a, w->pa, true, true, w->dP, bc, false, w->Qb, bc, D, br, 1.0, w->dK, ld(D));
   if (q)
-    gemm(f64, false, false, br, D, bc, g->scale, w->dP, bc, w->K, ld(D), 1.0,
+    prod(a, w->pa, true, false, w->dP, bc, false, w->Ks, br, D, bc, 1.0,
          row_at(a, &a->gq, b, h, i0), ld(D));
 }
 
@@ -489,14 +548,14 @@ static void bwd_store_kv(const attn *a, const bwd_ws *w, int64_t b, int64_t kh, 
 static void bwd_key_tile(const attn *a, bwd_ws *w, int64_t b, int64_t kh, int64_t j0,
                          int64_t bc, bool q) {
   const em_attn_geom *g = a->g;
-  bwd_load_kv(a, w, b, kh, j0, bc);
+  bwd_load_kv(a, w, b, kh, j0, bc, q);
   memset(w->dK, 0, (size_t)(bc * g->D) * a->es);
   memset(w->dV, 0, (size_t)(bc * g->Dv) * a->es);
   int64_t first = g->causal ? j0 / BR * BR : 0;
   for (int64_t h = kh * a->group; h < (kh + 1) * a->group; h++)
     for (int64_t i0 = first; i0 < g->Tq; i0 += BR) {
       int64_t br = min64(BR, g->Tq - i0);
-      bwd_load_q(a, w, b, h, i0, br);
+      bwd_load_q(a, w, b, h, i0, br, true);
       bwd_tile(a, w, b, h, i0, br, j0, bc, true, q);
     }
   bwd_store_kv(a, w, b, kh, j0, bc);
@@ -524,11 +583,11 @@ static void bwd_q_body(const attn *a, char *ws, int64_t u) {
   const em_attn_geom *g = a->g;
   int64_t nq = tiles(g->Tq, BR), it = u % nq, bh = u / nq;
   int64_t b = bh / g->Hq, h = bh % g->Hq, i0 = it * BR, br = min64(BR, g->Tq - i0);
-  bwd_load_q(a, &w, b, h, i0, br);
+  bwd_load_q(a, &w, b, h, i0, br, false);
   int64_t jend = key_end(a, i0, br);
   for (int64_t j0 = 0; j0 < jend; j0 += BC) {
     int64_t bc = min64(BC, jend - j0);
-    bwd_load_kv(a, &w, b, h / a->group, j0, bc);
+    bwd_load_kv(a, &w, b, h / a->group, j0, bc, true);
     bwd_tile(a, &w, b, h, i0, br, j0, bc, false, true);
   }
 }
@@ -561,7 +620,7 @@ int em_cpu_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const
   if (a.delta == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: %s", fn);
   bwd_delta(&a);
   memset(em_cpu_ptr(gq), 0, (size_t)em_numel(gq) * a.es); /* dQ accumulates */
-  size_t bytes = bwd_ws_bytes(&a);
+  size_t bytes = ws_bytes(&a, BWD_BUFS);
   int nt = threads_for(g, g->B * g->Hq * tiles(g->Tq, BR));
   int rc;
   if (nt == 1 || g->B * g->Hkv >= 4 * (int64_t)nt) {
