@@ -252,6 +252,27 @@ describe('scaled_dot_product_attention backward', function()
     end
   end)
 
+  it('takes the plain float32 path (no AVX-512) to the same results', function()
+    local ffi = require 'ffi'
+    pcall(ffi.cdef, 'int setenv(const char *name, const char *value, int overwrite);')
+    H.seed(204)
+    local q, k, v = rnd({ 2, 2, 70, 8 }, 'float32'), rnd({ 2, 2, 90, 8 }, 'float32'), rnd({ 2, 2, 90, 5 }, 'float32')
+    local g = rnd({ 2, 2, 70, 5 }, 'float32')
+    local function run()
+      local a, b, c = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
+      local out = sdpa(a, b, c, { is_causal = true, attn_mask = nil })
+      out:backward(g)
+      return { out, a.grad, b.grad, c.grad }
+    end
+    local fast = run()
+    ffi.C.setenv('EMBER_CPU_ATTENTION_PLAIN', '1', 1)
+    local ok, plain = pcall(run)
+    ffi.C.setenv('EMBER_CPU_ATTENTION_PLAIN', '0', 1)
+    assert(ok, plain)
+    for i = 1, 4 do close(fast[i], plain[i], 1e-5, 'result ' .. i) end
+    check(plain[1], reference(q, k, v, { is_causal = true }), { 2, 2, 70, 5 }, 1e-5, 'plain output')
+  end)
+
   it('matches the composed formula\'s gradients across tiles, on 1 and 2 threads', function()
     local threads = ember.memory.get_num_threads and ember.memory.get_num_threads() or nil
     for _, nt in ipairs({ 1, 2 }) do

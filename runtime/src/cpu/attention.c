@@ -407,7 +407,10 @@ static void setup(attn *a, const em_tensor *q, const em_tensor *k, const em_tens
   memset(a, 0, sizeof *a);
   a->g = g;
   a->f64 = q->dtype_id == EM_FLOAT64;
-  a->packed = !a->f64 && em_sgemm_available() && em_attn_rows_available();
+  /* EMBER_CPU_ATTENTION_PLAIN=1 takes the plain path anyway (the tests cover both) */
+  const char *plain = getenv("EMBER_CPU_ATTENTION_PLAIN");
+  a->packed = !a->f64 && em_sgemm_available() && em_attn_rows_available() &&
+              !(plain && plain[0] == '1');
   a->es = em_dtypes[q->dtype_id].size;
   a->group = g->Hq / g->Hkv;
   a->q = operand_of(q), a->k = operand_of(k), a->v = operand_of(v);
