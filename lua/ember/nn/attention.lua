@@ -1,6 +1,6 @@
 -- ember.nn attention: F.scaled_dot_product_attention, PyTorch's function over the fused C op
--- (ember.h, em_scaled_dot_product_attention; docs/api/nn_functional.md). ember.nn merges the
--- `functional` table below into ember.nn.functional.
+-- (ember.h, em_scaled_dot_product_attention; docs/api/nn_functional.md). ember.nn.functional
+-- takes the `functional` table below as its own.
 --
 --   F.scaled_dot_product_attention(q, k, v [, {attn_mask=, dropout_p=, is_causal=, scale=,
 --                                              enable_gqa=}])
