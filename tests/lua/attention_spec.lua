@@ -426,4 +426,11 @@ describe('scaled_dot_product_attention errors', function()
     fails('is_causal to be a boolean', sdpa, q, k, v, { is_causal = 1 })
     fails('attn_mask to be a tensor', sdpa, q, k, v, { attn_mask = 'x' })
   end)
+
+  it('refuses tensors on different devices', function()
+    local V = require('vk_helpers').V
+    if not V then return end
+    fails('expected all tensors on cpu, got ' .. V .. ' for argument 2', sdpa, q, k:to(V), v)
+    fails('for argument 4', sdpa, q, k, v, { attn_mask = ember.ones(3, 5):bool():to(V) })
+  end)
 end)
