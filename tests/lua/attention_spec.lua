@@ -429,6 +429,18 @@ describe('scaled_dot_product_attention errors', function()
     fails('attn_mask to be a tensor', sdpa, q, k, v, { attn_mask = 'x' })
   end)
 
+  it('raises at the caller\'s line', function()
+    for _, f in ipairs({
+      function() local r = sdpa(q, k, v, { dropout = 0.1 }) return r end,
+      function() local r = sdpa(q, k, v, { is_causal = 1 }) return r end,
+      function() local r = sdpa(q, 1, v) return r end,
+      function() local r = sdpa(q, k, v, { dropout_p = 2 }) return r end,
+    }) do
+      local _, err = pcall(f)
+      assert.matches('attention_spec.lua:%d+: scaled_dot_product_attention', err)
+    end
+  end)
+
   it('refuses tensors on different devices', function()
     local V = require('vk_helpers').V
     if not V then return end
