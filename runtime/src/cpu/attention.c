@@ -171,7 +171,6 @@ static void fix_scores(const attn *a, void *S, int64_t br, int64_t bc, int64_t b
       m[i] = mx;                                                                              \
     }                                                                                         \
   }
-ONLINE(online_f32, float, expf)
 ONLINE(online_f64, double, exp)
 
 /* P = exp(S - lse) per row (a row with lse = -inf has P = 0). */
@@ -186,7 +185,6 @@ ONLINE(online_f64, double, exp)
       for (int64_t j = 0; j < bc; j++) s[j] = EXP(s[j] - m);                                  \
     }                                                                                         \
   }
-PROBS(probs_f32, float, expf)
 PROBS(probs_f64, double, exp)
 
 /* X [rows, cols] row r *= f[r]. */
@@ -375,8 +373,7 @@ static void fwd_finish(const attn *a, const fwd_ws *w, int64_t b, int64_t h, int
 
 static void online(const attn *a, const fwd_ws *w, int64_t br, int64_t bc) {
   if (a->f64) online_f64(w->S, br, bc, w->m, w->l, w->alpha);
-  else if (a->packed) em_attn_online_f32(w->S, br, bc, w->m, w->l, w->alpha);
-  else online_f32(w->S, br, bc, w->m, w->l, w->alpha);
+  else em_attn_online_f32(a->packed, w->S, br, bc, w->m, w->l, w->alpha);
 }
 
 static void fwd_unit(const attn *a, const fwd_ws *w, int64_t u) {
@@ -409,7 +406,7 @@ static void setup(attn *a, const em_tensor *q, const em_tensor *k, const em_tens
   a->f64 = q->dtype_id == EM_FLOAT64;
   /* EMBER_CPU_ATTENTION_PLAIN=1 takes the plain path anyway (the tests cover both) */
   const char *plain = getenv("EMBER_CPU_ATTENTION_PLAIN");
-  a->packed = !a->f64 && em_sgemm_available() && em_attn_rows_available() &&
+  a->packed = !a->f64 && em_sgemm_available() && em_attn_rows_simd() &&
               !(plain && plain[0] == '1');
   a->es = em_dtypes[q->dtype_id].size;
   a->group = g->Hq / g->Hkv;
@@ -516,8 +513,7 @@ static void bwd_tile(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0,
   prod(a, w->pa, false, false, w->Qa, 0, true, w->Kt, br, bc, D, 0.0, w->S, bc);
   fix_scores(a, w->S, br, bc, b, h, i0, j0);
   if (a->f64) probs_f64(w->S, br, bc, w->lse);
-  else if (a->packed) em_attn_probs_f32(w->S, br, bc, w->lse);
-  else probs_f32(w->S, br, bc, w->lse);
+  else em_attn_probs_f32(a->packed, w->S, br, bc, w->lse);
   if (kv) { /* dV += dropout(P)^T dO */
     void *Pd = w->S;
     if (drop) {
