@@ -69,7 +69,11 @@ enum { LANES = 8 };
 
 /* Without it, GCC keeps each float compare-and-select a branch (the compare could raise an
  * exception flag) and vectorizes none of these loops. Ember never reads the flags. */
+#if defined(__clang__)
+#define PORTABLE /* clang if-converts them as they are */
+#else
 #define PORTABLE __attribute__((optimize("no-trapping-math")))
+#endif
 
 /* e^x without a call and without branches, so that loops over it vectorize: the rounding of
  * x log2(e) by adding and removing 1.5 * 2^23, 2^n built in the exponent bits. Results below
