@@ -279,10 +279,11 @@ describe('scaled_dot_product_attention backward', function()
       ember.set_num_threads(nt)
       for _, c in ipairs({ { 1, 2, 2, 70, 130, false }, { 2, 2, 2, 130, 70, true },
                            { 1, 4, 2, 65, 65, true }, { 3, 6, 3, 9, 9, false },
-                           { 1, 2, 1, 150, 140, true } }) do -- big enough for two threads
+                           { 1, 2, 1, 150, 140, true }, -- big enough for two threads
+                           { 1, 1, 1, 40, 70, true, 80 } }) do -- head dim above a tile
         H.seed(201)
         local B, Hq, Hkv, L, S, causal = unpack(c)
-        local E = L > 100 and 24 or 4 -- enough work for two threads: the two-pass backward
+        local E = c[7] or L > 100 and 24 or 4 -- enough work for two threads: the two-pass backward
         local q, k, v = leaf({ B, Hq, L, E }), leaf({ B, Hkv, S, E }), leaf({ B, Hkv, S, 5 })
         local o = { is_causal = causal, enable_gqa = Hq ~= Hkv }
         local g = rnd({ B, Hq, L, 5 })
