@@ -274,7 +274,7 @@ describe('scaled_dot_product_attention backward', function()
   end)
 
   it('matches the composed formula\'s gradients across tiles, on 1 and 2 threads', function()
-    local threads = ember.memory.get_num_threads and ember.memory.get_num_threads() or nil
+    local threads = ember.get_num_threads()
     for _, nt in ipairs({ 1, 2 }) do
       ember.set_num_threads(nt)
       for _, c in ipairs({ { 1, 2, 2, 70, 130, false }, { 2, 2, 2, 130, 70, true },
@@ -292,7 +292,7 @@ describe('scaled_dot_product_attention backward', function()
         for i = 1, 3 do close(got[i], want[i], 1e-12, ('threads %d, case %dx%d, grad %d'):format(nt, L, S, i)) end
       end
     end
-    ember.set_num_threads(threads or 2)
+    ember.set_num_threads(threads)
   end)
 
   it('gradchecks strided inputs and a broadcast float mask', function()
@@ -353,6 +353,23 @@ describe('scaled_dot_product_attention dropout', function()
       end
       assert(gradcheck(f, { q, k, v }))
     end
+  end)
+end)
+
+describe('scaled_dot_product_attention dropout on both backward schedules', function()
+  it('gives the same gradients on 1 thread (fused) and 2 (two passes)', function()
+    H.seed(301)
+    local q, k, v = leaf({ 1, 2, 150, 24 }), leaf({ 1, 1, 140, 24 }), leaf({ 1, 1, 140, 5 })
+    local g = rnd({ 1, 2, 150, 5 })
+    local results, threads = {}, ember.get_num_threads()
+    for _, nt in ipairs({ 1, 2 }) do
+      ember.set_num_threads(nt)
+      ember.manual_seed(21)
+      local out = sdpa(q, k, v, { dropout_p = 0.3, is_causal = true, enable_gqa = true })
+      results[nt] = { out, unpack(grads(out, { q, k, v }, g)) }
+    end
+    ember.set_num_threads(threads)
+    for i = 1, 4 do close(results[1][i], results[2][i], 1e-12, 'result ' .. i) end
   end)
 end)
 
