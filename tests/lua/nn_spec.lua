@@ -13,10 +13,10 @@ describe('nn.Module', function()
     local m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.BatchNorm1d(4), nn.Linear(4, 2))
     local names = {}
     for _, p in ipairs(m:named_parameters()) do names[#names + 1] = p[1] end
-    assert.are.same({ '1.weight', '1.bias', '3.weight', '3.bias', '4.weight', '4.bias' }, names)
+    assert.are.same({ '0.weight', '0.bias', '2.weight', '2.bias', '3.weight', '3.bias' }, names)
     local bnames = {}
     for _, b in ipairs(m:named_buffers()) do bnames[#bnames + 1] = b[1] end
-    assert.are.same({ '3.running_mean', '3.running_var', '3.num_batches_tracked' }, bnames)
+    assert.are.same({ '2.running_mean', '2.running_var', '2.num_batches_tracked' }, bnames)
     assert.are.equal(4, #m:children())
     assert.are.equal(5, #m:modules())
     assert.are.equal(6, #m:parameters())
@@ -82,16 +82,16 @@ describe('nn.Module', function()
     local x = ember.randn(5, 3)
     H.assert_close(b(x), a(x):totable())
     -- nested form, as ember.load returns it
-    b:load_state_dict({ ['1'] = { weight = a['1'].weight, bias = a['1'].bias },
-      ['2'] = { weight = a['2'].weight, bias = a['2'].bias } })
-    H.assert_error(function() b:load_state_dict({}) end, 'missing keys: 1.bias, 1.weight, 2.bias, 2.weight')
+    b:load_state_dict({ ['0'] = { weight = a[1].weight, bias = a[1].bias },
+      ['1'] = { weight = a[2].weight, bias = a[2].bias } })
+    H.assert_error(function() b:load_state_dict({}) end, 'missing keys: 0.bias, 0.weight, 1.bias, 1.weight')
     local sd = a:state_dict()
-    sd['3.weight'] = ember.zeros(1)
-    H.assert_error(function() b:load_state_dict(sd) end, 'unexpected keys: 3.weight')
-    sd['3.weight'] = nil
-    sd['1.weight'] = ember.zeros(2, 2)
-    H.assert_error(function() b:load_state_dict(sd) end, 'shape mismatch for 1.weight: checkpoint [2, 2], model [4, 3]')
-    local r = b:load_state_dict({ ['1.weight'] = a['1'].weight }, false)
+    sd['2.weight'] = ember.zeros(1)
+    H.assert_error(function() b:load_state_dict(sd) end, 'unexpected keys: 2.weight')
+    sd['2.weight'] = nil
+    sd['0.weight'] = ember.zeros(2, 2)
+    H.assert_error(function() b:load_state_dict(sd) end, 'shape mismatch for 0.weight: checkpoint [2, 2], model [4, 3]')
+    local r = b:load_state_dict({ ['0.weight'] = a[1].weight }, false)
     assert.are.equal(3, #r.missing_keys)
   end)
 
@@ -107,7 +107,7 @@ describe('nn.Module', function()
 
   it('prints the module tree', function()
     local m = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
-    assert.are.equal('Sequential(\n  (1): Linear(in_features=3, out_features=4, bias=true)\n  (2): ReLU()\n)', tostring(m))
+    assert.are.equal('Sequential(\n  (0): Linear(in_features=3, out_features=4, bias=true)\n  (1): ReLU()\n)', tostring(m))
   end)
 
   it('supports Torch7 forward/backward, returning gradInput and accumulating gradients', function()

@@ -27,16 +27,16 @@ class_mt.__tostring = function(cls) return 'class ' .. cls.__name end
 
 -- A class's forward is wrapped so that each call notes the random-number state: Torch7's
 -- backward reruns forward and must see the same dropout masks.
--- Every result comes back (MultiheadAttention returns the output and the weights); the first
--- is kept as self.output.
-local function pack(...) return { n = select('#', ...), ... } end
+-- Every result comes back (an RNN returns output, h_n); the first is kept as self.output.
+local function keep_output(self, out, ...)
+  rawset(self, 'output', out)
+  return out, ...
+end
 local function wrap_forward(f)
   return function(self, ...)
     local random = package.loaded['ember.random']
     if random and random.get_rng_state then rawset(self, '_rng_state', random.get_rng_state()) end
-    local out = pack(f(self, ...))
-    rawset(self, 'output', out[1])
-    return unpack(out, 1, out.n)
+    return keep_output(self, f(self, ...))
   end
 end
 

@@ -1,4 +1,5 @@
--- ember.nn normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm.
+-- ember.nn normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm
+-- (with its functional form F.rms_norm).
 local Module = require 'ember.nn.module'
 
 local M = {}
@@ -91,5 +92,84 @@ function GroupNorm:forward(x)
 end
 function GroupNorm:extra_repr() return ('%d, %d, eps=%g'):format(self.num_groups, self.num_channels, self.eps) end
 M.GroupNorm = GroupNorm
+
+-- ---- RMSNorm ---------------------------------------------------------------------------------
+-- The machine epsilon of a floating dtype (torch.finfo(dtype).eps): RMSNorm's default eps.
+local EPSILON = { float64 = 2.220446049250313e-16, float32 = 1.1920928955078125e-07,
+  float16 = 0.0009765625, bfloat16 = 0.0078125 }
+
+-- F.rms_norm(input, normalized_shape [, weight [, eps]]): input / sqrt(mean(input^2) + eps) *
+-- weight, the mean over the last #normalized_shape dims, as PyTorch 2.4's. eps nil means the
+-- input dtype's machine epsilon. Composed from ops (square, mean, rsqrt), in the input's dtype.
+local function rms_norm(input, shape, weight, eps)
+  local E = ember()
+  if not E.is_tensor(input) then error('rms_norm: expected input to be a tensor, got ' .. type(input), 2) end
+  if type(shape) == 'number' then shape = { shape } end
+  if type(shape) ~= 'table' or #shape == 0 then
+    error('rms_norm: expected normalized_shape as a number or a non-empty table of numbers', 2)
+  end
+  local nd, k = input:dim(), #shape
+  local ok = nd >= k
+  for i = 1, k do ok = ok and input:size(nd - k + i) == shape[i] end
+  if not ok then
+    error(('rms_norm: expected input with trailing dimensions [%s], got [%s]'):format(
+      table.concat(shape, ', '), table.concat(input:size(), ', ')), 2)
+  end
+  if weight ~= nil and not E.is_tensor(weight) then
+    error('rms_norm: expected weight to be a tensor or nil, got ' .. type(weight), 2)
+  end
+  if eps == nil then
+    eps = EPSILON[input:dtype()]
+    if not eps then error('rms_norm: expected a floating input, got ' .. input:dtype(), 2) end
+  elseif type(eps) ~= 'number' or eps < 0 then
+    error('rms_norm: expected eps to be a number >= 0, got ' .. tostring(eps), 2)
+  end
+  local dims = {}
+  for i = 1, k do dims[i] = nd - k + i end
+  local y = input * (input:square():mean(dims, true) + eps):rsqrt()
+  if weight then y = y * weight end
+  return y
+end
+M.functional = { rms_norm = rms_norm }
+
+-- RMSNorm(normalized_shape [, {eps=nil, elementwise_affine=true, dtype=, device=}]): weight
+-- ones(normalized_shape), no bias, as PyTorch 2.4's.
+local RMSNorm = Module:extend('RMSNorm')
+local RMS_OPTIONS = { eps = true, elementwise_affine = true, dtype = true, device = true }
+function RMSNorm:__init(shape, opts)
+  opts = opts or {}
+  if type(opts) ~= 'table' then error('RMSNorm: expected a table of options, got ' .. type(opts), 3) end
+  for key in pairs(opts) do
+    if not RMS_OPTIONS[key] then
+      error(('RMSNorm: unknown option %s (expected eps, elementwise_affine, dtype or device)'):format(
+        tostring(key)), 3)
+    end
+  end
+  if type(shape) == 'number' then shape = { shape } end
+  if type(shape) ~= 'table' or #shape == 0 then
+    error('RMSNorm: expected normalized_shape as a number or a non-empty table of numbers', 3)
+  end
+  for _, n in ipairs(shape) do
+    if type(n) ~= 'number' or n < 1 or n ~= math.floor(n) then
+      error('RMSNorm: expected normalized_shape of positive integers, got ' .. tostring(n), 3)
+    end
+  end
+  if opts.eps ~= nil and (type(opts.eps) ~= 'number' or opts.eps < 0) then
+    error('RMSNorm: expected eps to be a number >= 0, got ' .. tostring(opts.eps), 3)
+  end
+  self.normalized_shape, self.eps = shape, opts.eps
+  self.elementwise_affine = opts.elementwise_affine ~= false
+  if self.elementwise_affine then
+    self:register_parameter('weight', ember().ones(shape, { dtype = opts.dtype, device = opts.device }))
+  end
+end
+function RMSNorm:forward(x)
+  return rms_norm(x, self.normalized_shape, self.weight, self.eps)
+end
+function RMSNorm:extra_repr()
+  return ('[%s], eps=%s, elementwise_affine=%s'):format(table.concat(self.normalized_shape, ', '),
+    self.eps == nil and 'nil' or ('%g'):format(self.eps), tostring(self.elementwise_affine))
+end
+M.RMSNorm = RMSNorm
 
 return M
