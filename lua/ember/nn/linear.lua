@@ -30,14 +30,18 @@ function Linear:__init(in_features, out_features, opts)
     self:register_parameter('bias', init.uniform_(E.empty(out_features, o), -bound, bound))
   end
 end
-function Linear:forward(x)
+-- F.linear(x, weight [, bias]): x W^T + b, as PyTorch's; Linear's forward.
+local function linear(x, weight, bias)
   local w, b
-  x, w, b = autocast_inputs('linear', x, self.weight, self.bias) -- one 16-bit op under autocast
+  x, w, b = autocast_inputs('linear', x, weight, bias) -- one 16-bit op under autocast
   if x:dim() == 2 and b then return b:addmm(x, w:t()) end
   local y = x:matmul(w:t())
   if b then y = y + b end
   return y
 end
+M.functional = { linear = linear }
+
+function Linear:forward(x) return linear(x, self.weight, self.bias) end
 function Linear:extra_repr()
   return ('in_features=%d, out_features=%d, bias=%s'):format(self.in_features, self.out_features,
     tostring(self.bias ~= nil))
