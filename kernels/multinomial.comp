@@ -7,13 +7,15 @@
 // a binary search over the bases and a walk along the chosen chunk. `precise` keeps every
 // addition and the multiplication single IEEE operations (no contraction or reassociation).
 //
-// With replacement the lanes draw in parallel. Without replacement nothing is drawn here: each
+// With replacement the lanes draw in parallel, a row's draws spread over workgroups (grid y)
+// in spans of 8192, each workgroup summing the row's chunks itself. Without replacement nothing is drawn here: each
 // weight is replaced by its exponential-race key -log(u) / w (u in (0, 1] from word r K + i,
 // +inf for a zero weight), and the definition takes the n smallest keys of each row (a stable
 // sort), which is sampling without replacement exactly.
 //
 // Loops are kept short per invocation: lavapipe (llvmpipe) ends an invocation's loops after
-// about 65535 iterations in all, so no lane walks a row alone.
+// about 65535 iterations in all, so no lane walks a row alone or draws more than 32 times
+// (rows of up to about 8 million weights stay within it).
 //
 // A row that fails multinomial.h's checks is reported through the device's error flag
 // (runtime/src/vulkan/vk.h: VK_FLAG_MULTINOMIAL, words 11-15), raised by the host at its next
@@ -34,6 +36,7 @@ layout(push_constant) uniform Params {
 } p;
 
 const uint MAX_CHUNKS = 2048u;  // EM_MN_MAX_CHUNKS
+const uint SPAN = 8192u;        // draws of a row per workgroup (vk_multinomial.c's grid y)
 shared float csum[MAX_CHUNKS];
 shared float cbase[MAX_CHUNKS];
 shared float s_total;
@@ -150,16 +153,20 @@ void main() {
         else if (isinf(total)) status = 3u;
         else if (p.replacement == 0u && s_nonzero < p.n) status = 4u;
       }
-      if (status != 0u) report(r, status, roff);
+      if (status != 0u && gl_WorkGroupID.y == 0u) report(r, status, roff);
       s_status = status;
       s_total = total;
     }
     barrier();
+    // this workgroup's draws of the row: spans of SPAN (grid y), so no lane draws too many
     if (s_status != 0u) {
-      for (uint j = tid; j < p.n; j += 256u) store(r, j, 0u);
+      for (uint j0 = gl_WorkGroupID.y * SPAN; j0 < p.n; j0 += gl_NumWorkGroups.y * SPAN)
+        for (uint j = j0 + tid; j < min(j0 + SPAN, p.n); j += 256u) store(r, j, 0u);
     } else if (p.replacement != 0u) {
-      for (uint j = tid; j < p.n; j += 256u) store(r, j, draw(roff, s_total, uniform_of(r * p.n + j)));
-    } else {
+      for (uint j0 = gl_WorkGroupID.y * SPAN; j0 < p.n; j0 += gl_NumWorkGroups.y * SPAN)
+        for (uint j = j0 + tid; j < min(j0 + SPAN, p.n); j += 256u)
+          store(r, j, draw(roff, s_total, uniform_of(r * p.n + j)));
+    } else if (gl_WorkGroupID.y == 0u) {
       // exponential-race keys, one word per weight (word r K + i): -log(u) / w, u in (0, 1]
       for (uint i = tid; i < p.K; i += 256u) {
         float x = w[roff + i];

@@ -10,6 +10,8 @@
 int em_vk_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement, uint64_t seed,
                       uint64_t offset);
 
+enum { SPAN = 8192 }; /* draws of a row per workgroup: multinomial.comp's SPAN */
+
 typedef struct mn_push {
   uint32_t R, K, n, chunk, nch, replacement;
   uint32_t seed_lo, seed_hi, ctr_lo, ctr_hi;
@@ -37,6 +39,9 @@ int em_vk_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement, 
                .wbase = (uint32_t)w->offset, .obase = out ? (uint32_t)out->offset : 0};
   uint32_t max = D->props.limits.maxComputeWorkGroupCount[0];
   if (max > 65535) max = 65535;
+  /* with replacement a row's draws go in spans of SPAN over grid y (multinomial.comp) */
+  int64_t span_count = replacement ? (n + SPAN - 1) / SPAN : 1;
+  uint32_t spans = (uint32_t)(span_count < 65535 ? span_count : 65535);
   pthread_mutex_lock(&D->lock);
   const em_tensor *flag = em_vk_flag_tensor(D);
   int rc = -1;
@@ -46,7 +51,7 @@ int em_vk_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement, 
      * atomic, and em_vk_flag_barrier makes them visible to the host at the batch's end. */
     vk_launch L = {.module = "multinomial", .push = &p, .push_size = sizeof p,
                    .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {out ? out : w, w, flag}, .writes = out ? 3u : 2u,
-                   .groups = {(uint32_t)(R < max ? R : max), 1, 1}};
+                   .groups = {(uint32_t)(R < max ? R : max), spans, 1}};
     rc = em_vk_launch(D, &L);
     if (rc == 0) em_vk_flag_barrier(D);
   }
