@@ -231,7 +231,9 @@ describe('generation.KVCache', function()
     local kn, vn = ember.randn(1, 2, 1, 8), ember.randn(1, 2, 1, 8)
     local k0 = cache:append(1, kn, vn)
     local ptr = k0:data_ptr()
-    ember.memory.collect()
+    -- finalized handles free their tensors a collection later: collect until it settles
+    local function settle() for _ = 1, 4 do ember.memory.collect() end end
+    settle()
     local before = ember.memory.stats('cpu')
     for t = 2, 40 do
       local k_all, v_all = cache:append(1, kn, vn)
@@ -239,9 +241,10 @@ describe('generation.KVCache', function()
       assert.are.equal(ptr, k_all:data_ptr())
       assert.are.equal(t, k_all:size(3))
     end
-    ember.memory.collect()
+    settle()
     local after = ember.memory.stats('cpu')
-    assert.are.equal(before.allocated, after.allocated)
+    assert.is_true(after.allocated <= before.allocated, ('allocated %d bytes before the steps, %d after')
+      :format(before.allocated, after.allocated))
     assert.are.equal(40, cache.len)
     assert.is_true((cache.k[1]:narrow(3, 40, 1) - kn):abs():max():item() == 0)
   end)
