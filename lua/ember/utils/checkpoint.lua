@@ -16,6 +16,13 @@ local is_tensor = tensor.is_tensor
 
 local anchor -- a 0-d leaf that requires grad; it never gets a gradient
 
+-- A module keeps its last output (Torch7's module.output), which would keep the activations
+-- that checkpointing is there not to keep: a module given as fn lets go of them after each run.
+local function release_outputs(fn, ...)
+  if type(fn) == 'table' and type(fn.clear_state) == 'function' then fn:clear_state() end
+  return ...
+end
+
 local function forward(ctx, fn, _, ...)
   ctx.fn = fn
   ctx.n = select('#', ...)
@@ -28,7 +35,7 @@ local function forward(ctx, fn, _, ...)
     if is_tensor(ctx.args[i]) then tensors[#tensors + 1] = ctx.args[i] end
   end
   ctx:save_for_backward(unpack(tensors)) -- refuses a backward after they are modified in place
-  return fn(...)
+  return release_outputs(fn, fn(...))
 end
 
 local function backward(ctx, ...)
@@ -56,6 +63,7 @@ local function backward(ctx, ...)
       grads[#grads + 1] = g
     end
   end
+  release_outputs(ctx.fn)
   if #outs > 0 then autograd.backward(outs, grads) end
   local r = { nil, nil }
   for i = 1, n do
