@@ -407,6 +407,10 @@ int em_autocast_pop(void);
 int em_autocast_enabled(const char *device_kind, em_dtype *dtype);
 /* The number of regions open on this thread. */
 int em_autocast_depth(void);
+/* Backward suspends autocast (its formulas replay the forward's dtypes). A forward recomputed
+ * inside backward (utils.checkpoint) sets the suspension count to 0 for its ops, and back to
+ * the previous count, which this returns, afterwards. */
+int em_autocast_set_suspended(int count);
 /* Applies the table's entry for the op called op (PyTorch's name: "mse_loss", "linear", ...)
  * to n tensors, as the runtime's ops do at their entry: out[i] receives a new reference to
  * the tensor the op should use (a cast, or in[i] itself; NULL stays NULL). For ops composed

@@ -79,6 +79,29 @@ describe('utils.checkpoint', function()
     end)
   end
 
+  it('recomputes under the forward\'s autocast region', function()
+    local function run(ck)
+      ember.manual_seed(5)
+      local blocks = { nn.Linear(8, 8), nn.Linear(8, 8) }
+      local x = ember.randn(4, 8):requires_grad_()
+      local out = ember.autocast({ device = 'cpu', dtype = 'bfloat16' }, function()
+        local h = x
+        for _, b in ipairs(blocks) do
+          h = ck and ember.utils.checkpoint(b, h) or b(h)
+        end
+        return h
+      end)
+      assert.equal('bfloat16', out:dtype())
+      out:float():pow(2):sum():backward()
+      return x.grad, blocks[1].weight.grad
+    end
+    local x1, w1 = run(false)
+    local x2, w2 = run(true)
+    same_bits(x1, x2)
+    same_bits(w1, w2)
+    assert.is_false(ember.is_autocast_enabled('cpu'))
+  end)
+
   it('takes several tensors and non-tensor arguments, and returns several outputs', function()
     local function f(a, b, s) return a * b * s, (a + b):exp() end
     local function run(ck)

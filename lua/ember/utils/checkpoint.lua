@@ -8,6 +8,9 @@
 -- It is an autograd.Function whose arguments are fn, an anchor tensor that requires grad (so
 -- that the node records even when no argument requires grad, as when fn's only trainable
 -- tensors are a module's parameters) and fn's arguments.
+local ffi = require 'ffi'
+local core = require 'ember.core'
+local C = core.C
 local creation = require 'ember.creation'
 local random = require 'ember.random'
 local autograd = require 'ember.autograd'
@@ -15,6 +18,21 @@ local tensor = require 'ember.tensor'
 local is_tensor = tensor.is_tensor
 
 local anchor -- a 0-d leaf that requires grad; it never gets a gradient
+local KINDS = { 'cpu', 'vulkan' } -- the kinds of device autocast knows
+local dtype_out = ffi.new('em_dtype[1]')
+
+-- Runs fn(...) under the autocast regions noted at the forward, with backward's suspension of
+-- autocast lifted; puts both back afterwards, also when fn raises.
+local function with_autocast(regions, fn, ...)
+  local depth = C.em_autocast_depth()
+  local suspended = C.em_autocast_set_suspended(0)
+  for _, r in ipairs(regions) do core.check(C.em_autocast_push(r[1], r[2], r[3] and 1 or 0)) end
+  local res = { pcall(fn, ...) }
+  while C.em_autocast_depth() > depth do C.em_autocast_pop() end
+  C.em_autocast_set_suspended(suspended)
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
 
 -- A module keeps its last output (Torch7's module.output), which would keep the activations
 -- that checkpointing is there not to keep: a module given as fn lets go of them after each run.
@@ -30,6 +48,13 @@ local function forward(ctx, fn, _, ...)
   -- The generator is one stream for every device (docs/design.md), so its (seed, offset) is
   -- the whole random state the devices involved use.
   ctx.rng = random.get_rng_state()
+  -- Autocast: the recomputation runs in backward, where autocast is off; it gets the
+  -- forward's regions back, so that it computes in the same dtypes.
+  ctx.autocast = {}
+  for _, kind in ipairs(KINDS) do
+    local on = C.em_autocast_enabled(kind, dtype_out) == 1
+    ctx.autocast[#ctx.autocast + 1] = { kind, on and dtype_out[0] or C.EM_FLOAT16, on }
+  end
   local tensors = {}
   for i = 1, ctx.n do
     if is_tensor(ctx.args[i]) then tensors[#tensors + 1] = ctx.args[i] end
@@ -52,7 +77,8 @@ local function backward(ctx, ...)
   end
   local now = random.get_rng_state()
   random.set_rng_state(ctx.rng)
-  local res = { pcall(autograd.enable_grad, ctx.fn, unpack(detached, 1, n)) }
+  local res = { pcall(autograd.enable_grad, with_autocast, ctx.autocast, ctx.fn,
+    unpack(detached, 1, n)) }
   random.set_rng_state(now)
   if not res[1] then error(res[2], 0) end
   local outs, grads = {}, {}
