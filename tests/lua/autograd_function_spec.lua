@@ -178,6 +178,22 @@ describe('autograd.Function', function()
     assert.same({ 2, 2, 2 }, x.grad:totable())
   end)
 
+  it('the same tensor returned twice, or a leaf parameter returned, are views', function()
+    local w = ember.ones(2):requires_grad_()
+    local Two = Function{ forward = function(ctx, x) local y = x * 3; return y, y, w end,
+      backward = function(ctx, g1, g2, g3)
+        assert.is_nil(g3)
+        return (g1 or 0) + (g2 or 0) * 10
+      end }
+    local x = ember.ones(2):requires_grad_()
+    local a, b, c = Two(x)
+    assert.is_true(w.is_leaf)
+    assert.equal('FunctionBackward', c.grad_fn)
+    ;(a + b):sum():backward()
+    assert.same({ 11, 11 }, x.grad:totable())
+    assert.is_nil(w.grad)
+  end)
+
   it('backward may use autograd ops (create_graph: double backward)', function()
     local Sq = Function{
       forward = function(ctx, x) ctx:save_for_backward(x); return x * x end,

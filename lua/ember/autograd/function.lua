@@ -16,7 +16,7 @@
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
-local C, own, check = core.C, core.own, core.check
+local C, own = core.C, core.own
 local is_tensor = tensor.is_tensor
 
 local M = {}
@@ -169,13 +169,19 @@ local function apply(def, ...)
   for i = 1, n_out do outs[i] = res[i + 1] end
   if not any then return unpack(outs, 1, n_out) end
 
-  -- An input returned as it is becomes a view of it, so that the input keeps its own place.
+  -- An input (or another leaf that requires grad, such as a parameter) returned as it is
+  -- becomes a view of it, so that it keeps its own place in the graph.
   for i = 1, n_out do
     local o = outs[i]
     if is_tensor(o) then
+      local shared = o.requires_grad and o.is_leaf
       for j = 1, n_in do
-        if is_tensor(args[j]) and same(o, args[j]) then outs[i] = o:detach(); break end
+        if shared or (is_tensor(args[j]) and same(o, args[j])) then shared = true; break end
       end
+      for j = 1, i - 1 do -- the same tensor returned twice
+        if is_tensor(outs[j]) and same(o, outs[j]) then shared = true; break end
+      end
+      if shared then outs[i] = o:detach() end
     end
   end
   -- A saved output is kept detached: the output holds the node, which would hold it back.
@@ -209,8 +215,9 @@ local function apply(def, ...)
   registry[id] = { def = def, ctx = ctx }
   live = live + 1
   -- On failure em_function_apply has queued the id already; drain() takes it out.
-  check(C.em_function_apply(def.name, n_in, in_ptrs, n_out, out_ptrs, backward_cb, release_later,
-    ffi.cast('void *', id)))
+  local rc = C.em_function_apply(def.name, n_in, in_ptrs, n_out, out_ptrs, backward_cb,
+    release_later, ffi.cast('void *', id))
+  if rc ~= 0 then core.raise(2) end -- at the caller of F(...) (a tail call)
   return unpack(outs, 1, n_out)
 end
 
