@@ -21,7 +21,16 @@ local is_tensor = tensor.is_tensor
 
 local M = {}
 
-local registry, live, next_id = {}, 0, 0
+-- The registry lives in Lua's registry table, not in this module: the release queue is one per
+-- process, so a second copy of this module (a test runner that reloads modules per file) must
+-- share the entries and the ids, or one copy would drain the other's releases.
+local shared = debug.getregistry()
+local state = shared.ember_autograd_functions
+if state == nil then
+  state = { entries = {}, live = 0, next_id = 0 }
+  shared.ember_autograd_functions = state
+end
+local registry = state.entries
 local drain_buf = ffi.new('void *[256]')
 
 -- Deletes the entries of the nodes that went (or were done with after a backward).
@@ -32,7 +41,7 @@ local function drain()
       local id = tonumber(ffi.cast('intptr_t', drain_buf[i]))
       if registry[id] then
         registry[id] = nil
-        live = live - 1
+        state.live = state.live - 1
       end
     end
     if n < 256 then return end
@@ -43,7 +52,7 @@ M.drain = drain
 -- How many applications are still held by a graph (after taking the released ones out).
 function M.registry_size()
   drain()
-  return live
+  return state.live
 end
 
 -- ---- ctx -------------------------------------------------------------------------------------
@@ -210,10 +219,10 @@ local function apply(def, ...)
     end
   end
   if not any_out then return unpack(outs, 1, n_out) end
-  next_id = next_id + 1
-  local id = next_id
+  state.next_id = state.next_id + 1
+  local id = state.next_id
   registry[id] = { def = def, ctx = ctx }
-  live = live + 1
+  state.live = state.live + 1
   -- On failure em_function_apply has queued the id already; drain() takes it out.
   local rc = C.em_function_apply(def.name, n_in, in_ptrs, n_out, out_ptrs, backward_cb,
     release_later, ffi.cast('void *', id))
