@@ -71,17 +71,48 @@ function methods.register_hook(x, fn)
   }
 end
 
+local fn = require 'ember.autograd.function'
+M.Function = fn.Function
+M.function_registry_size = fn.registry_size
+
 -- ---- backward --------------------------------------------------------------------------------
 -- These functions may call back into Lua (hooks), which LuaJIT allows only from interpreted
 -- code: they are kept out of the JIT.
 local function backward(x, grad, opts)
   if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
   opts = opts or {}
-  check(C.em_backward(x.ptr, grad and grad.ptr or nil, opts.retain_graph and 1 or 0,
-    opts.create_graph and 1 or 0))
+  local rc = C.em_backward(x.ptr, grad and grad.ptr or nil, opts.retain_graph and 1 or 0,
+    opts.create_graph and 1 or 0)
+  fn.drain() -- custom functions done with (or failed) give their Lua state back now
+  if rc ~= 0 then core.raise(2) end -- at the caller's line
 end
 jit.off(backward)
 methods.backward = backward
+
+-- autograd.backward(tensors [, grads [, opts]]): one backward from several tensors (the
+-- gradients meeting in the graph are summed first). grads: a tensor or a table (entries may be
+-- nil for one-element tensors). opts: retain_graph, create_graph.
+local function backward_many(tensors, grads, opts)
+  if is_tensor(tensors) then tensors = { tensors } end
+  if is_tensor(grads) then grads = { grads } end
+  if type(tensors) ~= 'table' then
+    error('autograd.backward: expected a tensor or a table of tensors, got ' .. type(tensors), 2)
+  end
+  opts = opts or {}
+  local n = #tensors
+  local ts = ffi.new('em_tensor*[?]', math.max(n, 1))
+  local gs = ffi.new('em_tensor*[?]', math.max(n, 1))
+  for i = 1, n do
+    ts[i - 1] = tensors[i].ptr
+    if grads and grads[i] then gs[i - 1] = grads[i].ptr end
+  end
+  local rc = C.em_backward_many(n, ts, gs, opts.retain_graph and 1 or 0,
+    opts.create_graph and 1 or 0)
+  fn.drain()
+  if rc ~= 0 then core.raise(2) end
+end
+jit.off(backward_many)
+M.backward = backward_many
 
 -- grad(outputs, inputs [, opts]) -> a table of gradients (or one, for a single input tensor).
 -- opts: grad_outputs, retain_graph, create_graph, allow_unused.
@@ -102,8 +133,10 @@ local function grad(outputs, inputs, opts)
   end
   for i = 1, ni do in_ptrs[i - 1] = inputs[i].ptr end
   local results = ffi.new('em_tensor*[?]', ni)
-  check(C.em_autograd_grad(no, out_ptrs, go_ptrs, ni, in_ptrs, results,
-    opts.retain_graph and 1 or 0, opts.create_graph and 1 or 0, opts.allow_unused and 1 or 0))
+  local rc = C.em_autograd_grad(no, out_ptrs, go_ptrs, ni, in_ptrs, results,
+    opts.retain_graph and 1 or 0, opts.create_graph and 1 or 0, opts.allow_unused and 1 or 0)
+  fn.drain()
+  if rc ~= 0 then core.raise(2) end
   local r = {}
   for i = 1, ni do r[i] = results[i - 1] ~= nil and own(results[i - 1]) or false end
   if single then return r[1] or nil end

@@ -349,6 +349,10 @@ int em_set_grad_enabled(int enabled);
 /* Backpropagates from t. grad may be NULL when t has one element (it is then 1). Without
  * retain_graph the graph's saved tensors are freed, and a second backward through it fails. */
 int em_backward(em_tensor *t, const em_tensor *grad, int retain_graph, int create_graph);
+/* One backward from several tensors at once (PyTorch's autograd.backward): gradients meeting in
+ * the graph are summed before they flow on. grads (or an entry) may be NULL as for em_backward. */
+int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *grads,
+                     int retain_graph, int create_graph);
 /* Gradients of outputs with respect to inputs, returned in results (new references; NULL for
  * an input the outputs do not depend on when allow_unused, else an error). .grad is untouched. */
 int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
@@ -359,6 +363,37 @@ int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const 
 typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
 int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
 int em_remove_hook(em_tensor *t, int hook_id);
+
+/* Custom functions: the caller computes outputs from inputs itself (with any ops, on any
+ * device), then em_function_apply makes the outputs' gradients flow back to the inputs through
+ * `backward` instead of through the ops that computed them.
+ *
+ * backward(ctx, n_outputs, grad_outputs, n_inputs, grad_inputs): grad_outputs[i] is the
+ * gradient reaching output i (borrowed), or NULL when none did; the callback stores in
+ * grad_inputs[j] (all NULL on entry) a new reference to input j's gradient, with the input's
+ * shape, dtype and device, or leaves it NULL (no gradient, or the input needs none). It returns
+ * 0, or -1 after em_set_error: the message then comes out of em_backward. It runs under
+ * no_grad unless backward was asked to create_graph; it may call any op.
+ *
+ * inputs[j] and outputs[i] may be NULL (an argument that is not a tensor, an output that gets
+ * no gradient); integer outputs get none either. Outputs become non-leaf tensors whose grad_fn
+ * is "<name>Backward"; they must be distinct tensors, none of them an input or a leaf that
+ * requires grad (pass a detach()ed view of an input to return it). Nothing is recorded when
+ * grad mode is off or no input requires grad.
+ *
+ * em_function_apply owns ctx from the call on: release(ctx) (may be NULL) runs once, when the
+ * node goes with its graph, after a backward through it without retain_graph (a second
+ * backward is then an error), or at once when nothing was recorded or the call fails. */
+typedef int (*em_function_backward)(void *ctx, int n_outputs, em_tensor *const *grad_outputs,
+                                    int n_inputs, em_tensor **grad_inputs);
+int em_function_apply(const char *name, int n_inputs, em_tensor *const *inputs, int n_outputs,
+                      em_tensor *const *outputs, em_function_backward backward,
+                      void (*release)(void *ctx), void *ctx);
+/* A release for hosts that must not be called back at any moment (a garbage collector may free
+ * a graph while the host cannot run code: LuaJIT): it queues ctx, and the host takes the queued
+ * contexts when it can (thread-safe). Returns how many it stored in ctxs (at most cap). */
+void em_function_release_later(void *ctx);
+int em_function_take_released(void **ctxs, int cap);
 
 /* ---- autocast: mixed precision (runtime/src/autocast.c; docs/amp.md) ----------------------
  * Runtime state, like grad mode: a per-thread stack of regions. A region applies to one kind
@@ -378,6 +413,10 @@ int em_autocast_pop(void);
 int em_autocast_enabled(const char *device_kind, em_dtype *dtype);
 /* The number of regions open on this thread. */
 int em_autocast_depth(void);
+/* Backward suspends autocast (its formulas replay the forward's dtypes). A forward recomputed
+ * inside backward (utils.checkpoint) sets the suspension count to 0 for its ops, and back to
+ * the previous count, which this returns, afterwards. */
+int em_autocast_set_suspended(int count);
 /* Applies the table's entry for the op called op (PyTorch's name: "mse_loss", "linear", ...)
  * to n tensors, as the runtime's ops do at their entry: out[i] receives a new reference to
  * the tensor the op should use (a cast, or in[i] itself; NULL stays NULL). For ops composed

@@ -70,6 +70,13 @@ void em_autocast_resume(void) {
   em_autocast_on = suspended ? 0 : enabled_bits;
 }
 
+int em_autocast_set_suspended(int count) {
+  int previous = suspended;
+  suspended = count > 0 ? count : 0;
+  em_autocast_on = suspended ? 0 : enabled_bits;
+  return previous;
+}
+
 static void clear_cache(void) {
   for (int i = 0; i < n_cached; i++) {
     em_release(cache[i].src);

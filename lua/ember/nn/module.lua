@@ -7,6 +7,8 @@
 local ember_core = require 'ember.core'
 local tensor = require 'ember.tensor'
 
+local hooks = require 'ember.nn.hooks'
+
 local Module = {}
 Module.__index = Module
 Module.__name = 'Module'
@@ -25,9 +27,10 @@ class_mt.__call = function(cls, ...)
 end
 class_mt.__tostring = function(cls) return 'class ' .. cls.__name end
 
--- A class's forward is wrapped so that each call notes the random-number state: Torch7's
--- backward reruns forward and must see the same dropout masks.
--- Every result comes back (an RNN returns output, h_n); the first is kept as self.output.
+-- A class's forward is wrapped so that each call notes the random-number state (Torch7's
+-- backward reruns forward and must see the same dropout masks) and runs the module's hooks
+-- (nn/hooks.lua). Every result comes back (an RNN returns output, h_n); the first is kept as
+-- self.output.
 local function keep_output(self, out, ...)
   rawset(self, 'output', out)
   return out, ...
@@ -36,7 +39,7 @@ local function wrap_forward(f)
   return function(self, ...)
     local random = package.loaded['ember.random']
     if random and random.get_rng_state then rawset(self, '_rng_state', random.get_rng_state()) end
-    return keep_output(self, f(self, ...))
+    return keep_output(self, hooks.call(self, f, ...))
   end
 end
 
@@ -195,8 +198,9 @@ end
 -- module(x) runs forward (PyTorch). module:forward(x) does too and keeps what Torch7's
 -- module:backward(x, gradOutput) needs.
 function Module:__call(...)
-  return self:forward(...)
+  return hooks.call(self, self.forward, ...)
 end
+hooks.install(Module) -- register_forward_pre_hook, register_forward_hook, ..._full_backward_hook
 
 function Module:forward()
   error(self.__name .. ': forward is not implemented', 2)

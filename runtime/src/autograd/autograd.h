@@ -12,6 +12,7 @@
 #include "../internal.h"
 
 typedef struct em_node em_node;
+typedef struct em_fn_state em_fn_state;
 
 /* Computes the gradient of each input from the gradient of the node's output. grad_inputs[i]
  * gets a new reference, or stays NULL when input i needs none. Runs under no_grad unless the
@@ -55,10 +56,14 @@ struct em_node {
   int n_ints;
   /* AccumulateGrad only: the leaf, held. */
   em_tensor *leaf;
+  /* Custom functions only (function.c): the caller's callback and context, owned. */
+  em_fn_state *fn;
   /* Hooks and retain_grad of the non-leaf tensor this node produced. */
   em_hooks hooks;
   em_grad_meta *retained;      /* weak: the output's metadata when it asked to retain grad */
-  /* Engine scratch. */
+  /* Engine scratch: the node's index in the backward pass engine_run (a pass nested in another,
+   * from a hook or a custom function, saves and restores the outer pass's values). */
+  uint64_t engine_run;
   int engine_index;
   int n_inputs;
   em_input_edge inputs[];
@@ -109,6 +114,19 @@ void em_ag_release_all(int n, em_tensor **ts);
 
 /* retain_grad: adds grad into a non-leaf tensor's .grad. */
 int em_ag_retain_into(em_grad_meta *meta, const em_tensor *grad);
+
+/* A bare node with room for n_inputs edges, all empty (graph.c). */
+em_node *em_ag_node_alloc(const char *name, em_backward_fn backward, int n_inputs);
+
+/* ---- custom functions (function.c) ---- */
+/* Frees a custom function's state, calling its release(ctx) if still held. */
+void em_ag_function_free(em_fn_state *state);
+/* After a backward without retain_graph: releases the context now (a later backward through
+ * the node is then an error), as built-in nodes free their saved tensors. */
+void em_ag_function_drop(em_fn_state *state);
+/* An id for the backward pass running on this thread (engine.c); 0 outside backward. Custom
+ * functions with several outputs use it to tell this pass's gradients from stale ones. */
+uint64_t em_ag_run_id(void);
 
 /* The AccumulateGrad backward (engine.c uses it to spot leaves). */
 int em_ag_accumulate(em_node *node, const em_tensor *grad, em_tensor **grad_inputs);

@@ -13,6 +13,9 @@ typedef struct engine {
   em_node **nodes;
   int *pending;            /* edges into node i not yet delivered */
   em_tensor **buffers;     /* summed gradient flowing into node i */
+  int *outer_index;        /* node i's engine_index and engine_run before this pass */
+  uint64_t *outer_run;
+  uint64_t run;            /* this pass's id */
   int count, cap;
   /* autograd.grad: gradients captured at these nodes instead of accumulated into leaves */
   int n_capture;
@@ -30,11 +33,18 @@ static int push_node(engine *e, em_node *node) {
     if (pending) e->pending = pending;
     em_tensor **buffers = realloc(e->buffers, (size_t)cap * sizeof *buffers);
     if (buffers) e->buffers = buffers;
-    if (!nodes || !pending || !buffers)
+    int *outer_index = realloc(e->outer_index, (size_t)cap * sizeof *outer_index);
+    if (outer_index) e->outer_index = outer_index;
+    uint64_t *outer_run = realloc(e->outer_run, (size_t)cap * sizeof *outer_run);
+    if (outer_run) e->outer_run = outer_run;
+    if (!nodes || !pending || !buffers || !outer_index || !outer_run)
       return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward graph");
     e->cap = cap;
   }
+  e->outer_index[e->count] = node->engine_index;
+  e->outer_run[e->count] = node->engine_run;
   node->engine_index = e->count;
+  node->engine_run = e->run;
   e->nodes[e->count] = node;
   e->pending[e->count] = 0;
   e->buffers[e->count] = NULL;
@@ -48,7 +58,7 @@ static int collect(engine *e, int n_roots, em_node *const *roots) {
   em_node **stack = malloc((size_t)cap * sizeof *stack);
   if (stack == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward");
   for (int r = 0; r < n_roots; r++) {
-    if (roots[r] == NULL || roots[r]->engine_index >= 0) continue;
+    if (roots[r] == NULL || roots[r]->engine_run == e->run) continue;
     if (push_node(e, roots[r]) != 0) goto fail;
     stack[sp++] = roots[r];
   }
@@ -57,7 +67,7 @@ static int collect(engine *e, int n_roots, em_node *const *roots) {
     for (int i = 0; i < node->n_inputs; i++) {
       em_node *next = node->inputs[i].node;
       if (next == NULL) continue;
-      if (next->engine_index < 0) {
+      if (next->engine_run != e->run) {
         if (push_node(e, next) != 0) goto fail;
         if (sp == cap) {
           cap *= 2;
@@ -104,7 +114,16 @@ static int run_node(engine *e, int index, int *ready, int *n_ready) {
   em_node *node = e->nodes[index];
   em_tensor *grad = e->buffers[index];
   e->buffers[index] = NULL;
-  if (grad == NULL) return 0; /* nothing flowed here (all inputs' gradients were absent) */
+  if (grad == NULL) {
+    /* Nothing flowed here (every gradient into it was absent): the nodes below still wait for
+     * this edge, and may get gradients along other paths. */
+    for (int i = 0; i < node->n_inputs; i++) {
+      em_node *next = node->inputs[i].node;
+      if (next != NULL && --e->pending[next->engine_index] == 0)
+        ready[(*n_ready)++] = next->engine_index;
+    }
+    return 0;
+  }
   int rc = -1;
   em_tensor *hooked = NULL;
   em_tensor *grads[1] = {NULL};
@@ -165,12 +184,26 @@ static void release_saved_tensors(em_node *node) {
     node->saved[i].t = NULL;
   }
   if (node->n_saved > 0) node->released = true;
+  if (node->fn) {
+    em_ag_function_drop(node->fn);
+    node->released = true;
+  }
 }
+
+/* The id of the backward pass running on this thread; passes nest (a hook or a custom
+ * function may call backward), so each restores its caller's id when it ends. */
+static uint64_t next_run_id;
+static _Thread_local uint64_t current_run_id;
+
+uint64_t em_ag_run_id(void) { return current_run_id; }
 
 static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_grads,
                      bool retain_graph, bool create_graph, int n_capture,
                      em_node *const *capture, em_tensor **captured) {
   engine e = {0};
+  uint64_t outer_run_id = current_run_id;
+  current_run_id = __atomic_add_fetch(&next_run_id, 1, __ATOMIC_RELAXED);
+  e.run = current_run_id;
   /* Backward replays the dtypes the forward recorded: autocast stays out of it. */
   em_autocast_suspend();
   e.create_graph = create_graph;
@@ -195,13 +228,17 @@ static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_
   for (int i = 0; i < e.count; i++) {
     em_release(e.buffers[i]);
     if (rc == 0 && !retain_graph) release_saved_tensors(e.nodes[i]);
-    e.nodes[i]->engine_index = -1;
+    e.nodes[i]->engine_index = e.outer_index[i];
+    e.nodes[i]->engine_run = e.outer_run[i];
   }
   free(ready);
   free(e.nodes);
   free(e.pending);
   free(e.buffers);
+  free(e.outer_index);
+  free(e.outer_run);
   em_autocast_resume();
+  current_run_id = outer_run_id;
   return rc;
 }
 
@@ -237,6 +274,37 @@ int em_backward(em_tensor *t, const em_tensor *grad, int retain_graph, int creat
   int rc = root ? run_graph(1, &root, &g, retain_graph, create_graph, 0, NULL, NULL) : -1;
   em_node_release(root);
   em_release(g);
+  return rc;
+}
+
+int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *grads,
+                     int retain_graph, int create_graph) {
+  if (n < 1 || tensors == NULL) return em_error("backward: expected at least one tensor, got %d", n);
+  int rc = -1;
+  em_node **roots = calloc((size_t)n, sizeof *roots);
+  em_tensor **gs = calloc((size_t)n, sizeof *gs);
+  if (roots == NULL || gs == NULL) {
+    em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward");
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    if (tensors[i] == NULL || !em_requires_grad(tensors[i])) {
+      em_error("backward: tensor %d does not require grad and has no grad_fn", i + 1);
+      goto done;
+    }
+    gs[i] = grads && grads[i] ? em_retain(grads[i]) : default_grad("backward", tensors[i]);
+    if (gs[i] == NULL || check_grad_shape("backward", tensors[i], gs[i]) != 0) goto done;
+    roots[i] = em_ag_edge_of(tensors[i]);
+    if (roots[i] == NULL) goto done;
+  }
+  rc = run_graph(n, roots, gs, retain_graph, create_graph, 0, NULL, NULL);
+done:
+  for (int i = 0; i < n && roots && gs; i++) {
+    em_node_release(roots[i]);
+    em_release(gs[i]);
+  }
+  free(roots);
+  free(gs);
   return rc;
 }
 

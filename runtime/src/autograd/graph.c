@@ -186,10 +186,11 @@ void em_node_release(em_node *node) {
     em_release(node->leaf);
   }
   hooks_free(&node->hooks);
+  em_ag_function_free(node->fn);
   free(node);
 }
 
-static em_node *node_alloc(const char *name, em_backward_fn backward, int n_inputs) {
+em_node *em_ag_node_alloc(const char *name, em_backward_fn backward, int n_inputs) {
   em_node *node = calloc(1, sizeof *node + (size_t)n_inputs * sizeof node->inputs[0]);
   if (node == NULL) {
     em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: autograd node");
@@ -210,7 +211,7 @@ em_node *em_ag_edge_of(const em_tensor *t) {
     return m->grad_fn;
   }
   if (m->acc == NULL) {
-    em_node *acc = node_alloc("AccumulateGrad", em_ag_accumulate, 0);
+    em_node *acc = em_ag_node_alloc("AccumulateGrad", em_ag_accumulate, 0);
     if (acc == NULL) return NULL;
     acc->leaf = em_retain((em_tensor *)t);
     m->acc = acc;
@@ -232,7 +233,7 @@ bool em_ag_should_record(int n, const em_tensor *const *ts) {
 
 em_node *em_ag_node_new(const char *name, em_backward_fn backward, int n,
                         const em_tensor *const *inputs) {
-  em_node *node = node_alloc(name, backward, n);
+  em_node *node = em_ag_node_alloc(name, backward, n);
   if (node == NULL) return NULL;
   for (int i = 0; i < n; i++) {
     const em_tensor *t = inputs[i];
