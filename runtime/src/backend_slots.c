@@ -18,7 +18,7 @@ const em_backend_slot em_backend_slots[] = {
     OPTIONAL_SLOT(pin_alloc), OPTIONAL_SLOT(read_start), OPTIONAL_SLOT(read_finish),
     OPTIONAL_SLOT(read_free),
     SLOT(copy), SLOT(fill), SLOT(arange), SLOT(linspace), SLOT(random),
-    SLOT(unary), SLOT(binary), SLOT(where), SLOT(clamp), SLOT(lerp), SLOT(addc),
+    SLOT(unary), SLOT(binary), OPTIONAL_SLOT(binary_contiguous), SLOT(where), SLOT(clamp), SLOT(lerp), SLOT(addc),
     SLOT(reduce), SLOT(moments), SLOT(norm), SLOT(arg_reduce), SLOT(scan), SLOT(softmax),
     SLOT(gemm),
     OPTIONAL_SLOT(check_index), SLOT(index_select), SLOT(gather), SLOT(scatter), SLOT(index_put), SLOT(nonzero), SLOT(sort),
