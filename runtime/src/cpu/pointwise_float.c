@@ -9,10 +9,10 @@
  * loops. (sqrt would vectorize too, but only with -fno-math-errno, which the build does not set.)
  */
 
-#include <string.h>
 #include <tgmath.h>
 
 #include "pointwise.h"
+#include "vec_math.h"
 
 /* ---- helpers with PyTorch's semantics ---- */
 
@@ -44,31 +44,14 @@ FLOAT_HELPERS(f64, double)
  * at a time made gelu 10x slower than PyTorch's. 1 + erf(x / sqrt 2) comes from erfc(|z|) as
  * Abramowitz & Stegun 7.1.26 writes it (t = 1 / (1 + p |z|), a degree-5 polynomial in t times
  * exp(-z^2); absolute error below 1.5e-7, PyTorch's vectorized erf is the same formula), taken
- * as erfc itself for x < 0 so that the far negative tail keeps its relative accuracy. exp is
- * Cephes's expf: a rounded multiple of ln 2 taken out, a degree-6 polynomial, the power of two
- * put in through the exponent bits. */
-static inline float f32h_exp_nonpos(float y) { /* y <= 0 (or NaN) */
-  y = y < -87.0f ? -87.0f : y;
-  float n = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-  float r = y - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) * (1 << 23);
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+ * as erfc itself for x < 0 so that the far negative tail keeps its relative accuracy; exp is
+ * vec_math.h's. */
 static inline float f32h_gelu(float x) {
   float z = x * 0.70710678118654752440f, az = z < 0 ? -z : z;
   float t = 1.0f / (1.0f + 0.3275911f * az);
   float poly = t * (0.254829592f +
                     t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float q = poly * f32h_exp_nonpos(-z * z); /* erfc(|z|) */
+  float q = poly * em_vexpf_nonpos(-z * z); /* erfc(|z|) */
   return 0.5f * x * (x < 0 ? q : 2.0f - q);
 }
 /* The float32 loop, compiled for AVX-512, AVX2 and the baseline and chosen when the library
