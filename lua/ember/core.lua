@@ -117,10 +117,10 @@ local pressure_limit = pressure_floor
 -- to finish. While the Lua heap is small, one full collection does it: its cost follows the
 -- heap (about 1 MiB for a typical program), so over 16384 handles it is a few dozen
 -- instructions per tensor, where stepping the collector after every op past 4096 handles cost
--- about 700 (docs/performance.md, section 2). A large heap is stepped instead, as a full
--- collection of it would stall the program.
+-- about 700 (docs/performance.md). A larger heap (2 MiB and up, where a full collection per
+-- 16384 tensors would cost more than the steps) is stepped after every op instead.
 local young_limit = 16384
-local full_collect_kb = 8192
+local full_collect_kb = 2048
 local function collect_young()
   if collectgarbage('count') < full_collect_kb then
     collectgarbage()
