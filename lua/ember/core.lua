@@ -113,6 +113,23 @@ end
 local pressure_floor = 32 * 1024 * 1024
 local pressure_limit = pressure_floor
 
+-- Tensors are allocation too: once young_limit handles wait for a sweep, the collector is made
+-- to finish. While the Lua heap is small, one full collection does it: its cost follows the
+-- heap (about 1 MiB for a typical program), so over 16384 handles it is a few dozen
+-- instructions per tensor, where stepping the collector after every op past 4096 handles cost
+-- about 700 (docs/performance.md). A larger heap (2 MiB and up, where a full collection per
+-- 16384 tensors would cost more than the steps) is stepped after every op instead.
+local young_limit = 16384
+local full_collect_kb = 2048
+local function collect_young()
+  if collectgarbage('count') < full_collect_kb then
+    collectgarbage()
+    sweep()
+  else
+    collectgarbage('step', 0)
+  end
+end
+
 -- Releases what the collector has found dead now (a full collection, then a sweep).
 -- A device runs the work recorded so far meanwhile. One full cycle is enough: it clears the
 -- weak entries of dead young handles (the sweep releases those) and runs the finalizers of
@@ -190,8 +207,8 @@ function core.own(p, retry_fn, ...)
   end
   if cycle_done then
     sweep()
-  elseif young_n >= 4096 then
-    collectgarbage('step', 0) -- tensors are allocation too: keep the collector moving
+  elseif young_n >= young_limit then
+    collect_young()
   end
   if C.em_alloc_pressure() > pressure_limit then
     local h = track(p)

@@ -207,6 +207,9 @@ static int apply_device_env(lua_State *L) {
 static void tune_openmp(char **argv) {
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("EMBER_OPENMP_TUNED")) return;
   setenv("GOMP_SPINCOUNT", "20000", 1);
+  /* OpenBLAS's own threads (Debian's pthreads build) busy-wait 2^28 cycles (about 0.1 s)
+   * after each call before they sleep; 2^18 cycles is about as long as libgomp's spin above. */
+  if (getenv("OPENBLAS_THREAD_TIMEOUT") == NULL) setenv("OPENBLAS_THREAD_TIMEOUT", "18", 1);
   setenv("EMBER_OPENMP_TUNED", "1", 1);
   execv("/proc/self/exe", argv); /* returns only on failure: then run as we are */
 }

@@ -111,6 +111,11 @@ struct em_backend {
    * EM_ADD and EM_SUB and is 1 otherwise. */
   int (*binary)(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
                 double alpha);
+  /* Optional: binary where the definition has checked that out, a and b are contiguous and
+   * of one shape, and a and b of one dtype (the common small op, whose layout checks cost
+   * more than its arithmetic). NULL: binary serves. */
+  int (*binary_contiguous)(em_binary_op op, em_tensor *out, const em_tensor *a,
+                           const em_tensor *b, double alpha);
   /* cond is bool; a, b and out share the compute dtype. */
   int (*where)(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b);
   /* lo and hi may be NULL. */

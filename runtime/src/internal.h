@@ -59,7 +59,9 @@ bool em_storage_is_pinned(const em_storage *s);
  * or NULL without an error when the caller should allocate the usual way. Only the header's
  * storage pointer is set; the header carries EM_HEADER_IN_BLOCK once initialized. */
 em_tensor *em_small_tensor_block(size_t nbytes);
-enum { EM_HEADER_IN_BLOCK = 1u }; /* em_tensor.reserved: the header is not separately freed */
+enum { EM_HEADER_IN_BLOCK = 1u };
+/* Frees the blocks of small tensors kept for reuse (memory.empty_cache; main thread only). */
+void em_small_block_pool_release(void); /* em_tensor.reserved: the header is not separately freed */
 void em_storage_retain(em_storage *s);
 void em_storage_release(em_storage *s);
 
@@ -68,6 +70,9 @@ void *em_cpu_alloc(size_t nbytes);
 void em_cpu_free(void *p, size_t nbytes);
 void em_memory_note_alloc(int device, size_t nbytes);
 void em_memory_note_free(int device, size_t nbytes);
+/* Whether this is the first thread that allocated (the host's main thread): state that only it
+ * touches needs no atomics. */
+bool em_on_main_thread(void);
 /* Runs the host GC hook, if any (the second of the three steps on allocation failure). */
 void em_memory_run_gc_hook(void);
 /* Applies the device limit: 0 when nbytes more fits, else -1 with nothing set. */
@@ -85,6 +90,9 @@ em_tensor *em_tensor_header(int ndim, const int64_t *sizes, em_dtype dtype, int 
 /* A new view of t's storage with the given geometry (retains the storage). */
 em_tensor *em_tensor_view_of(const em_tensor *t, int ndim, const int64_t *sizes,
                              const int64_t *strides, int64_t offset);
+/* em_empty for a shape, dtype and device that an existing tensor already has (so valid): the
+ * checks are skipped. */
+em_tensor *em_empty_unchecked(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 void em_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 int64_t em_shape_numel(int ndim, const int64_t *sizes);
 /* Checks a shape given by a caller: ndim in range, sizes >= 0. */

@@ -196,6 +196,10 @@ static em_tensor *alloc_tensor(const char *fn, int ndim, const int64_t *sizes, e
   if (em_check_shape(fn, ndim, sizes) || em_check_dtype(fn, dtype) ||
       em_check_device(fn, device))
     return NULL;
+  return em_empty_unchecked(ndim, sizes, dtype, device);
+}
+
+em_tensor *em_empty_unchecked(int ndim, const int64_t *sizes, em_dtype dtype, int device) {
   size_t nbytes = (size_t)em_shape_numel(ndim, sizes) * em_dtypes[dtype].size;
   if (device == EM_CPU) {
     em_tensor *small = em_small_tensor_block(nbytes);

@@ -134,6 +134,30 @@ describe('layer_norm and group_norm', function()
     H.assert_error(function() F.instance_norm(x, ember.zeros(3), ember.ones(3)) end, 'instance_norm: running statistics are not supported')
   end)
 
+  it('layer_norm in float32 (vectorized rows) agrees with float64, forward and backward', function()
+    H.seed(44)
+    -- rows of 37 (8-lane body and a tail) and 8 (no tail); with and without the affine terms
+    for _, d in ipairs({ 37, 8 }) do
+      for _, affine in ipairs({ true, false }) do
+        local x64 = rnd({ 5, d }) * 3 + 1
+        local w64, b64 = affine and rnd({ d }) or nil, affine and rnd({ d }) or nil
+        local g64 = rnd({ 5, d })
+        local function run(dtype)
+          local x = x64:to(dtype):detach():requires_grad_(true)
+          local w = w64 and w64:to(dtype):detach():requires_grad_(true)
+          local b = b64 and b64:to(dtype):detach():requires_grad_(true)
+          local y = F.layer_norm(x, d, w, b)
+          y:backward(g64:to(dtype))
+          return y, x.grad, w and w.grad, b and b.grad
+        end
+        local r32, r64 = { run('float32') }, { run('float64') }
+        for i = 1, 4 do
+          if r64[i] then H.assert_close(r32[i]:to('float64'), r64[i]:totable(), 2e-5, 2e-5, 'layer_norm ' .. d .. ' ' .. i) end
+        end
+      end
+    end
+  end)
+
   it('have gradients, first and second order', function()
     H.seed(43)
     gradcheck(function(x, w, b) return F.layer_norm(x, { 2, 3 }, w, b) end, { leaf({ 2, 2, 3 }), leaf({ 2, 3 }), leaf({ 2, 3 }) })
@@ -399,6 +423,26 @@ describe('cross_entropy and nll_loss', function()
       for c = 1, 4 do s = s - pt[r][c] * (xt[r][c] - m - math.log(z)) end
     end
     check(F.cross_entropy(x, p), { s / 3 }, {}, 1e-12)
+  end)
+
+  it('float32 rows (vectorized log-sum-exp and softmax) agree with float64, gradients too', function()
+    H.seed(46)
+    for _, C in ipairs({ 37, 8 }) do
+      local x64 = rnd({ 6, C }) * 4
+      local y = ember.tensor({ 1, C, 2, 3, 1, C }, { dtype = 'int64' })
+      for _, opts in ipairs({ {}, { ignore_index = 2, reduction = 'sum' } }) do
+        local function run(dtype)
+          local x = x64:to(dtype):detach():requires_grad_(true)
+          local loss = F.cross_entropy(x, y, opts)
+          loss:backward()
+          return loss, x.grad
+        end
+        local l32, g32 = run('float32')
+        local l64, g64 = run('float64')
+        H.assert_close(l32:to('float64'), l64:item(), 1e-5, 1e-5, 'loss C=' .. C)
+        H.assert_close(g32:to('float64'), g64:totable(), 1e-5, 1e-6, 'grad C=' .. C)
+      end
+    end
   end)
 
   it('mean over all-ignored targets is NaN, as in PyTorch; float32 agrees with float64', function()

@@ -35,6 +35,14 @@ local function linear(x, weight, bias)
   local w, b
   x, w, b = autocast_inputs('linear', x, weight, bias) -- one 16-bit op under autocast
   if x:dim() == 2 and b then return b:addmm(x, w:t()) end
+  if b and x:dim() > 2 and x:is_contiguous() then
+    -- [..., in] as one [rows, in] product with the bias added by the same call, as PyTorch's
+    -- linear does: a separate broadcast add and its backward's reduction cost a pass each.
+    local shape = x:size()
+    local y = b:addmm(x:view(-1, shape[#shape]), w:t())
+    shape[#shape] = y:size(2)
+    return y:view(shape)
+  end
   local y = x:matmul(w:t())
   if b then y = y + b end
   return y

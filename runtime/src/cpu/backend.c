@@ -40,6 +40,7 @@ const em_backend em_cpu_backend = {
   .multinomial = em_cpu_multinomial,
   .unary = em_cpu_unary,
   .binary = em_cpu_binary,
+  .binary_contiguous = em_cpu_binary_contiguous,
   .where = em_cpu_where,
   .clamp = em_cpu_clamp,
   .lerp = em_cpu_lerp,

@@ -80,6 +80,8 @@ int em_cpu_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement,
 int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
 int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
                   double alpha) EM_KERNEL_WEAK;
+int em_cpu_binary_contiguous(em_binary_op op, em_tensor *out, const em_tensor *a,
+                             const em_tensor *b, double alpha) EM_KERNEL_WEAK;
 int em_cpu_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b) EM_KERNEL_WEAK;
 int em_cpu_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi) EM_KERNEL_WEAK;
 int em_cpu_lerp(em_tensor *out, const em_tensor *start, const em_tensor *end,

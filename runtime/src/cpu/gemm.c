@@ -326,6 +326,55 @@ static int packed_batches(const product *p, int64_t B) {
   return 0;
 }
 
+/* One float32 matrix (alpha 1, not a vector) on the AVX-512 kernel of sgemm.h, threads sharing
+ * the packing and then the blocks of C: rows in panels of MR when there are enough of them,
+ * otherwise columns in panels of NR. Where OpenBLAS does not know the CPU it runs its SSE3
+ * kernels (docs/performance.md): a GPT step's Linear products went from ~26 to ~90 GFLOP/s
+ * per core. Returns 0, or 1 when it does not apply (the caller then takes BLAS). */
+enum { PACKED_SINGLE_MIN_WORK = 1 << 18 };
+static int packed_single(const product *p) {
+  if (p->f64 || p->alpha != 1 || p->M < EM_SG_MR || p->N < EM_SG_NR || !em_sgemm_available() ||
+      work_of(1, p->M, p->N, p->K) < PACKED_SINGLE_MIN_WORK)
+    return 1;
+  int64_t M = p->M, N = p->N, K = p->K;
+  int64_t asz = em_sgemm_a_size(M, K), bsz = em_sgemm_b_size(K, N);
+  if (asz + bsz > PACKED_MAX_FLOATS) return 1;
+  float *ap = malloc((size_t)(asz + bsz) * sizeof *ap);
+  if (ap == NULL) return 1;
+  float *bp = ap + asz;
+  const mat *ma = &p->a, *mb = &p->b;
+  int64_t mpanels = (M + EM_SG_MR - 1) / EM_SG_MR, npanels = (N + EM_SG_NR - 1) / EM_SG_NR;
+  int threads = omp_in_parallel() ? 1 : em_threads_for(work_of(1, M, N, K) / 64);
+  bool by_rows = mpanels >= 4 * (int64_t)threads || mpanels >= npanels;
+  float beta = (float)p->beta;
+  float *c = (float *)p->out;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    int t = threads > 1 ? omp_get_thread_num() : 0, nt = threads > 1 ? omp_get_num_threads() : 1;
+    /* packing: row panels of A, then column panels of B, each split between threads */
+    int64_t lo = mpanels * t / nt * EM_SG_MR, hi = mpanels * (t + 1) / nt * EM_SG_MR;
+    if (hi > M) hi = M;
+    if (lo < hi) {
+      const float *a = (const float *)ma->base + (ma->trans ? lo : lo * ma->ld);
+      em_sgemm_pack_a(ma->trans, hi - lo, K, a, ma->ld, ap + lo * K);
+    }
+    int64_t jlo = npanels * t / nt * EM_SG_NR, jhi = npanels * (t + 1) / nt * EM_SG_NR;
+    if (jhi > N) jhi = N;
+    if (jlo < jhi) {
+      const float *b = (const float *)mb->base + (mb->trans ? jlo * mb->ld : jlo);
+      em_sgemm_pack_b(mb->trans, K, jhi - jlo, b, mb->ld, bp + jlo * K);
+    }
+#pragma omp barrier
+    if (by_rows) {
+      if (lo < hi) em_sgemm_packed(hi - lo, N, K, ap + lo * K, bp, beta, NULL, c + lo * N, N);
+    } else if (jlo < jhi) {
+      em_sgemm_packed(M, jhi - jlo, K, ap, bp + jlo * K, beta, NULL, c + jlo, N);
+    }
+  }
+  free(ap);
+  return 0;
+}
+
 /* a is [B,M,K] and b is shared: when a's rows are evenly spaced across its batches, the whole
  * batch is one [B*M, K] @ [K, N] product (a Linear layer on a [batch, seq, features] input). */
 static bool fold_batch(const em_tensor *a, const em_tensor *b, int64_t *rows, int64_t *rs) {
@@ -366,7 +415,7 @@ static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
    * small matrices one per OpenMP thread with BLAS at one thread was measured and rejected:
    * OpenBLAS 0.3.21 (pthreads build) serializes concurrent callers on a lock, and a [1024,8,8]
    * bmm went from 0.1 ms to 2.8 ms. */
-  if (B > 1 && packed_batches(&p, B) == 0) {
+  if (B > 1 ? packed_batches(&p, B) == 0 : packed_single(&p) == 0) {
     rc = 0;
     goto done;
   }

@@ -16,6 +16,7 @@
 
 #include "../nn.h"
 #include "cpu.h"
+#include "vec_math.h"
 
 static int threads_for(int64_t rows, int64_t work) {
   int t = omp_in_parallel() ? 1 : em_threads_for(work);
@@ -44,6 +45,36 @@ static int check_targets(const int64_t *t, int64_t n, const em_class_loss *L, bo
   return 0;
 }
 
+/* float32 rows of a plain [N, C] input (S == 1): the log-sum-exp and the softmax of the
+ * backward with vec_math.h's exp and 8-lane sums, so that they vectorize (a double exp per
+ * element ran 3-4x slower than PyTorch on [1024, 65]). Same results as the loops below: an
+ * all -inf (or +inf) row keeps m = 0 and lets the sum say so. */
+enum { CE_LANES = 8 };
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static double lse_f32(const float *row, int64_t C) {
+  float mx[CE_LANES];
+  for (int j = 0; j < CE_LANES; j++) mx[j] = -INFINITY;
+  int64_t body = C / CE_LANES * CE_LANES;
+  for (int64_t c = 0; c < body; c += CE_LANES)
+    for (int j = 0; j < CE_LANES; j++) mx[j] = row[c + j] > mx[j] ? row[c + j] : mx[j];
+  float m = -INFINITY;
+  for (int j = 0; j < CE_LANES; j++) m = mx[j] > m ? mx[j] : m;
+  for (int64_t c = body; c < C; c++) m = row[c] > m ? row[c] : m;
+  if (isinf(m)) m = 0;
+  double acc[CE_LANES] = {0}, sum = 0;
+  for (int64_t c = 0; c < body; c += CE_LANES)
+    for (int j = 0; j < CE_LANES; j++) acc[j] += em_vexpf(row[c + j] - m);
+  for (int64_t c = body; c < C; c++) sum += em_vexpf(row[c] - m);
+  for (int j = 0; j < CE_LANES; j++) sum += acc[j];
+  return (double)m + log(sum);
+}
+
+/* out[c] = a * exp(row[c] - lse): the backward's softmax term without smoothing or weights. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void softmax_scaled_f32(float *out, const float *row, int64_t C, float lse, float a) {
+  for (int64_t c = 0; c < C; c++) out[c] = a * em_vexpf(row[c] - lse);
+}
+
 #define CLASS_LOSS(NAME, T)                                                                    \
   static double NAME(bool lsm, T *loss, T *lse_out, const T *x, const int64_t *target,        \
                      const em_tensor *w, double W, const em_class_loss *L, int64_t i) {       \
@@ -51,7 +82,10 @@ static int check_targets(const int64_t *t, int64_t n, const em_class_loss *L, bo
     const T *row = x + n * C * S + s;                                                         \
     int64_t t = target[i];                                                                    \
     double lse = 0;                                                                           \
-    if (lsm) {                                                                                \
+    if (lsm && sizeof(T) == sizeof(float) && S == 1) {                                        \
+      lse = lse_f32((const float *)row, C);                                                   \
+      lse_out[i] = (T)lse;                                                                    \
+    } else if (lsm) {                                                                         \
       double m = -INFINITY, sum = 0;                                                          \
       for (int64_t c = 0; c < C; c++) m = row[c * S] > m ? row[c * S] : m;                    \
       if (isinf(m)) m = 0; /* all -inf (or +inf): let the sum say so */                       \
@@ -118,6 +152,11 @@ int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tenso
       return;                                                                                 \
     }                                                                                         \
     double lse = lse_in[i], e = L->smoothing, a = g * (1 - e) * wt, b = g * e / (double)C;    \
+    if (sizeof(T) == sizeof(float) && S == 1 && e == 0) {                                     \
+      softmax_scaled_f32((float *)out, (const float *)row, C, (float)lse, (float)a);          \
+      out[t] = (T)(out[t] - a);                                                               \
+      return;                                                                                 \
+    }                                                                                         \
     for (int64_t c = 0; c < C; c++) {                                                         \
       double p = exp(row[c * S] - lse);                                                       \
       double v = a * p + (e > 0 ? b * (W * p - weight_of(w, c)) : 0);                         \

@@ -63,6 +63,7 @@ static bool cache_put(void *p, int cls, size_t class_bytes) {
 }
 
 void em_cpu_cache_release(void) {
+  em_small_block_pool_release();
   pthread_mutex_lock(&cache_lock);
   int64_t released = cached_bytes;
   for (int c = 0; c < NUM_CLASSES; c++) {

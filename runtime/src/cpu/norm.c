@@ -198,6 +198,76 @@ int em_cpu_batch_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, cons
 GN_ROW(gn_row_f32, float)
 GN_ROW(gn_row_f64, double)
 
+/* layer_norm's rows in float32 (S == 1: a weight per element, the common case): the same
+ * two-pass statistics in double, but summed in 8 independent lanes so that the loops
+ * vectorize, and the affine map in float. The generic row above, one double chain per sum,
+ * ran 4-5x slower than PyTorch on [1024, 256]. Compiled for AVX-512, AVX2 and the baseline. */
+enum { LN_LANES = 8 };
+#define LN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+LN_CLONES static void ln_row_f32(float *y, double *mean_out, double *rstd_out, const float *x,
+                                 const float *w, const float *b, int64_t D, double eps) {
+  double acc[LN_LANES] = {0}, s = 0, q = 0;
+  int64_t body = D / LN_LANES * LN_LANES;
+  for (int64_t i = 0; i < body; i += LN_LANES)
+    for (int j = 0; j < LN_LANES; j++) acc[j] += x[i + j];
+  for (int64_t i = body; i < D; i++) s += x[i];
+  for (int j = 0; j < LN_LANES; j++) s += acc[j];
+  double m = D > 0 ? s / (double)D : 0;
+  for (int j = 0; j < LN_LANES; j++) acc[j] = 0;
+  for (int64_t i = 0; i < body; i += LN_LANES)
+    for (int j = 0; j < LN_LANES; j++) {
+      double d = x[i + j] - m;
+      acc[j] += d * d;
+    }
+  for (int64_t i = body; i < D; i++) q += (x[i] - m) * (x[i] - m);
+  for (int j = 0; j < LN_LANES; j++) q += acc[j];
+  double rstd = 1.0 / sqrt((D > 0 ? q / (double)D : 0) + eps);
+  *mean_out = m;
+  *rstd_out = rstd;
+  float fm = (float)m, fr = (float)rstd;
+  for (int64_t i = 0; i < D; i++) {
+    float v = (x[i] - fm) * fr;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+}
+
+/* Its backward (see GN_BACK below for the formula); acc_w and acc_b may be NULL. */
+LN_CLONES static void ln_back_f32(float *gx, const float *gy, const float *x, const float *w,
+                                  double mean, double rstd, int64_t D, double *acc_w,
+                                  double *acc_b) {
+  float fm = (float)mean, fr = (float)rstd;
+  double a1[LN_LANES] = {0}, a2[LN_LANES] = {0}, s1 = 0, s2 = 0;
+  int64_t body = D / LN_LANES * LN_LANES;
+  for (int64_t i = 0; i < body; i += LN_LANES)
+    for (int j = 0; j < LN_LANES; j++) {
+      float xhat = (x[i + j] - fm) * fr, g = gy[i + j] * (w ? w[i + j] : 1.0f);
+      a1[j] += g;
+      a2[j] += g * xhat;
+    }
+  for (int64_t i = body; i < D; i++) {
+    float xhat = (x[i] - fm) * fr, g = gy[i] * (w ? w[i] : 1.0f);
+    s1 += g;
+    s2 += g * xhat;
+  }
+  for (int j = 0; j < LN_LANES; j++) {
+    s1 += a1[j];
+    s2 += a2[j];
+  }
+  if (acc_w)
+    for (int64_t i = 0; i < D; i++) acc_w[i] += gy[i] * ((x[i] - fm) * fr);
+  if (acc_b)
+    for (int64_t i = 0; i < D; i++) acc_b[i] += gy[i];
+  if (gx == NULL) return;
+  float m1 = (float)(s1 / (double)D), m2 = (float)(s2 / (double)D);
+  for (int64_t i = 0; i < D; i++) {
+    float xhat = (x[i] - fm) * fr;
+    gx[i] = fr * (gy[i] * (w ? w[i] : 1.0f) - m1 - xhat * m2);
+  }
+}
+
 static const void *ptr_or_null(const em_tensor *t) { return t ? em_cpu_ptr(t) : NULL; }
 
 int em_cpu_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_tensor *x,
@@ -208,7 +278,11 @@ int em_cpu_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_t
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t r = 0; r < rows; r++) {
     double m, s;
-    if (f64)
+    if (!f64 && g->S == 1 && g->G == 1) {
+      int64_t D = g->Cg;
+      ln_row_f32((float *)em_cpu_ptr(y) + r * D, &m, &s, (const float *)em_cpu_ptr(x) + r * D,
+                 ptr_or_null(weight), ptr_or_null(bias), D, g->eps);
+    } else if (f64)
       gn_row_f64((double *)em_cpu_ptr(y), &m, &s, (const double *)em_cpu_ptr(x),
                  ptr_or_null(weight), ptr_or_null(bias), g, r);
     else
@@ -273,7 +347,11 @@ int em_cpu_group_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, cons
     int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
     for (int64_t r = lo; r < hi; r++) {
       double m = load(mean, r), s = load(rstd, r);
-      if (f64)
+      if (!f64 && g->S == 1 && g->G == 1) {
+        int64_t D = g->Cg;
+        ln_back_f32(gx ? (float *)em_cpu_ptr(gx) + r * D : NULL, (const float *)em_cpu_ptr(gy) + r * D,
+                    (const float *)em_cpu_ptr(x) + r * D, ptr_or_null(weight), m, s, D, aw, ab);
+      } else if (f64)
         gn_back_f64(gx ? (double *)em_cpu_ptr(gx) : NULL, (const double *)em_cpu_ptr(gy),
                     (const double *)em_cpu_ptr(x), ptr_or_null(weight), m, s, g, r, aw, ab);
       else

@@ -233,6 +233,30 @@ static int pow_as_unary(const em_tensor *e) {
   return -1;
 }
 
+/* The loop and its context for a binary op over dtype d; NULL when d does not support it. */
+static em_cpu_loop binary_setup(em_pw_ctx *c, em_binary_op op, em_dtype d, bool out_bool,
+                                double alpha) {
+  *c = (em_pw_ctx){.alpha = alpha, .ialpha = em_sat_i64(alpha)};
+  int k = (int)op;
+  if ((op == EM_ADD || op == EM_SUB) && alpha != 1.0) {
+    /* a - alpha * b is a + (-alpha) * b: one loop serves both. */
+    k = EM_PW_ADD_ALPHA;
+    if (op == EM_SUB) {
+      c->alpha = -alpha;
+      c->ialpha = (int64_t)(0u - (uint64_t)c->ialpha);
+    }
+  }
+  return binary_loop(c, d, k, out_bool);
+}
+
+static int binary_status(const em_pw_ctx *c, const char *fn) {
+  switch (c->err) {
+  case EM_PW_DIV_ZERO: return em_error("%s: integer division by zero", fn);
+  case EM_PW_NEG_POW: return em_error("%s: integers to negative integer powers are not allowed", fn);
+  default: return 0;
+  }
+}
+
 int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
                   double alpha) {
   em_dtype d = (em_dtype)a->dtype_id;
@@ -241,23 +265,28 @@ int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_
     int u = pow_as_unary(b);
     if (u >= 0) return em_cpu_unary((em_unary_op)u, out, a);
   }
-  em_pw_ctx c = {.alpha = alpha, .ialpha = em_sat_i64(alpha)};
-  int k = (int)op;
-  if ((op == EM_ADD || op == EM_SUB) && alpha != 1.0) {
-    /* a - alpha * b is a + (-alpha) * b: one loop serves both. */
-    k = EM_PW_ADD_ALPHA;
-    if (op == EM_SUB) {
-      c.alpha = -alpha;
-      c.ialpha = (int64_t)(0u - (uint64_t)c.ialpha);
-    }
-  }
-  em_cpu_loop loop = binary_loop(&c, d, k, out->dtype_id == EM_BOOL && d != EM_BOOL);
+  em_pw_ctx c;
+  em_cpu_loop loop = binary_setup(&c, op, d, out->dtype_id == EM_BOOL && d != EM_BOOL, alpha);
   if (loop == NULL) return unsupported(fn, d);
   const em_tensor *ts[3] = {out, a, b};
   em_pw_for_each(3, ts, loop, &c);
-  switch (c.err) {
-  case EM_PW_DIV_ZERO: return em_error("%s: integer division by zero", fn);
-  case EM_PW_NEG_POW: return em_error("%s: integers to negative integer powers are not allowed", fn);
-  default: return 0;
-  }
+  return binary_status(&c, fn);
+}
+
+/* One run of the loop over the three buffers, for work too small to share between threads:
+ * the iterator's plan and contiguity checks are skipped (the definition made them). */
+int em_cpu_binary_contiguous(em_binary_op op, em_tensor *out, const em_tensor *a,
+                             const em_tensor *b, double alpha) {
+  em_dtype d = (em_dtype)a->dtype_id;
+  int64_t n = em_numel(out);
+  if (n >= EM_PARALLEL_GRAIN || op == EM_POW || em_pw_is_half(d))
+    return em_cpu_binary(op, out, a, b, alpha);
+  em_pw_ctx c;
+  em_cpu_loop loop = binary_setup(&c, op, d, out->dtype_id == EM_BOOL && d != EM_BOOL, alpha);
+  if (loop == NULL) return unsupported(em_binary_name(op), d);
+  char *ptrs[3] = {em_cpu_ptr(out), em_cpu_ptr(a), em_cpu_ptr(b)};
+  int64_t es = (int64_t)em_dtypes[d].size;
+  int64_t strides[3] = {(int64_t)em_dtypes[out->dtype_id].size, es, es};
+  loop(ptrs, strides, n, &c);
+  return c.err ? binary_status(&c, em_binary_name(op)) : 0;
 }

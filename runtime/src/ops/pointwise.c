@@ -210,21 +210,28 @@ static em_tensor *binary_new(em_binary_op op, const em_tensor *a, const em_tenso
   em_tensor *out = NULL;
   if (same_layout(a, b)) {
     /* The common small case: one shape, one dtype, both contiguous. No broadcasting, casts or
-     * stack views: this path is most of the cost of a tiny op. */
-    em_dtype compute, out_dtype;
-    if (binary_types(fn, op, a, b, &compute, &out_dtype) != 0 ||
-        check_alpha(fn, op, compute, alpha) != 0)
+     * stack views: this path is most of the cost of a tiny op. Floating operands of one dtype
+     * keep it (bool for comparisons), as binary_types would say. */
+    em_dtype d = (em_dtype)a->dtype_id, compute = d, out_dtype = d;
+    if (em_dtypes[d].is_float && !is_bitwise(op)) {
+      if (is_comparison(op) || is_logical(op)) out_dtype = EM_BOOL;
+    } else if (binary_types(fn, op, a, b, &compute, &out_dtype) != 0 ||
+               check_alpha(fn, op, compute, alpha) != 0) {
       return NULL;
-    if (compute == (em_dtype)a->dtype_id) {
+    }
+    if (compute == d) {
       const em_backend *be = em_device_backend(a->device_id);
-      out = em_empty(a->ndim, a->sizes, out_dtype, a->device_id);
+      int (*kernel)(em_binary_op, em_tensor *, const em_tensor *, const em_tensor *, double) =
+          be->binary_contiguous ? be->binary_contiguous : be->binary;
+      out = em_empty_unchecked(a->ndim, a->sizes, out_dtype, a->device_id);
       if (out != NULL && em_numel(out) > 0 &&
-          (be->binary == NULL ? em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name)
-                              : be->binary(op, out, a, b, alpha)) != 0) {
+          (kernel == NULL ? em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name)
+                          : kernel(op, out, a, b, alpha)) != 0) {
         em_release(out);
         return NULL;
       }
-      EM_AG_RECORD(out, 2, ins, em_ag_record_binary(op, out, a, b, alpha));
+      if (a->grad_meta != NULL || b->grad_meta != NULL)
+        EM_AG_RECORD(out, 2, ins, em_ag_record_binary(op, out, a, b, alpha));
       return out;
     }
   }
