@@ -274,15 +274,16 @@ describe('scaled_dot_product_attention backward', function()
   end)
 
   it('matches the composed formula\'s gradients across tiles, on 1 and 2 threads', function()
-    local threads = ember.memory.get_num_threads and ember.memory.get_num_threads() or nil
+    local threads = ember.get_num_threads()
     for _, nt in ipairs({ 1, 2 }) do
       ember.set_num_threads(nt)
       for _, c in ipairs({ { 1, 2, 2, 70, 130, false }, { 2, 2, 2, 130, 70, true },
                            { 1, 4, 2, 65, 65, true }, { 3, 6, 3, 9, 9, false },
-                           { 1, 2, 1, 150, 140, true } }) do -- big enough for two threads
+                           { 1, 2, 1, 150, 140, true }, -- big enough for two threads
+                           { 1, 1, 1, 40, 70, true, 80 } }) do -- head dim above a tile
         H.seed(201)
         local B, Hq, Hkv, L, S, causal = unpack(c)
-        local E = L > 100 and 24 or 4 -- enough work for two threads: the two-pass backward
+        local E = c[7] or L > 100 and 24 or 4 -- enough work for two threads: the two-pass backward
         local q, k, v = leaf({ B, Hq, L, E }), leaf({ B, Hkv, S, E }), leaf({ B, Hkv, S, 5 })
         local o = { is_causal = causal, enable_gqa = Hq ~= Hkv }
         local g = rnd({ B, Hq, L, 5 })
@@ -291,7 +292,7 @@ describe('scaled_dot_product_attention backward', function()
         for i = 1, 3 do close(got[i], want[i], 1e-12, ('threads %d, case %dx%d, grad %d'):format(nt, L, S, i)) end
       end
     end
-    ember.set_num_threads(threads or 2)
+    ember.set_num_threads(threads)
   end)
 
   it('gradchecks strided inputs and a broadcast float mask', function()
@@ -352,6 +353,23 @@ describe('scaled_dot_product_attention dropout', function()
       end
       assert(gradcheck(f, { q, k, v }))
     end
+  end)
+end)
+
+describe('scaled_dot_product_attention dropout on both backward schedules', function()
+  it('gives the same gradients on 1 thread (fused) and 2 (two passes)', function()
+    H.seed(301)
+    local q, k, v = leaf({ 1, 2, 150, 24 }), leaf({ 1, 1, 140, 24 }), leaf({ 1, 1, 140, 5 })
+    local g = rnd({ 1, 2, 150, 5 })
+    local results, threads = {}, ember.get_num_threads()
+    for _, nt in ipairs({ 1, 2 }) do
+      ember.set_num_threads(nt)
+      ember.manual_seed(21)
+      local out = sdpa(q, k, v, { dropout_p = 0.3, is_causal = true, enable_gqa = true })
+      results[nt] = { out, unpack(grads(out, { q, k, v }, g)) }
+    end
+    ember.set_num_threads(threads)
+    for i = 1, 4 do close(results[1][i], results[2][i], 1e-12, 'result ' .. i) end
   end)
 end)
 
@@ -427,6 +445,18 @@ describe('scaled_dot_product_attention errors', function()
     fails('unknown option dropout', sdpa, q, k, v, { dropout = 0.1 })
     fails('is_causal to be a boolean', sdpa, q, k, v, { is_causal = 1 })
     fails('attn_mask to be a tensor', sdpa, q, k, v, { attn_mask = 'x' })
+  end)
+
+  it('raises at the caller\'s line', function()
+    for _, f in ipairs({
+      function() local r = sdpa(q, k, v, { dropout = 0.1 }) return r end,
+      function() local r = sdpa(q, k, v, { is_causal = 1 }) return r end,
+      function() local r = sdpa(q, 1, v) return r end,
+      function() local r = sdpa(q, k, v, { dropout_p = 2 }) return r end,
+    }) do
+      local _, err = pcall(f)
+      assert.matches('attention_spec.lua:%d+: scaled_dot_product_attention', err)
+    end
   end)
 
   it('refuses tensors on different devices', function()
