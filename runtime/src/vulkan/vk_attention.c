@@ -208,12 +208,12 @@ static int plain_backward(vk_device *D, const char *fn, em_tensor *gq, em_tensor
                    .ops = {gq, NULL, q, k, v, mask, gout, stats}, .writes = 1u};
     rc = launch(D, &L, cdiv(g->Tq, 64) * cdiv(g->D, 64), g->Hq, g->B);
   }
-  int64_t cols = cdiv(g->D > g->Dv ? g->D : g->Dv, 64);
-  if (rc == 0 && g->Tk > 0 && cols > 0) {
+  int64_t cols32 = cdiv(g->D > g->Dv ? g->D : g->Dv, 32); /* flash_bwd_dkdv's column blocks */
+  if (rc == 0 && g->Tk > 0 && cols32 > 0) {
     vk_launch L = {.module = "flash_bwd_dkdv", .push = &p, .push_size = sizeof p,
                    .spec = {~0u, ~0u, ~0u, ~0u},
                    .ops = {gk, gv, q, k, v, mask, gout, stats}, .writes = 3u};
-    rc = launch(D, &L, cdiv(g->Tk, 64) * cols, g->Hkv, g->B);
+    rc = launch(D, &L, cdiv(g->Tk, 64) * cols32, g->Hkv, g->B);
   }
   pthread_mutex_unlock(&D->lock);
   em_release(stats);
