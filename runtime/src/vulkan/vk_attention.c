@@ -24,6 +24,7 @@
  * strides, and the dropout's Philox stream.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../nn.h"
@@ -32,6 +33,16 @@
 
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Whether the plain kernels keep their per-row state in shared memory (the *_lds twins): on
+ * CPU-type drivers, whose compiler (lavapipe's LLVM) turns barriers into coroutines and took
+ * minutes over the register versions, against seconds for these; GPUs keep registers (the
+ * twins ran the backward 4x slower on an H100). EMBER_VK_ATTENTION_LDS=0 or 1 forces. */
+static bool lds_state(const vk_device *D) {
+  const char *v = getenv("EMBER_VK_ATTENTION_LDS");
+  if (v && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) return v[0] == '1';
+  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
 
 /* The kernels' variant for q's dtype (0 F32, 1 F16, 2 BF16), or -1 with an error. */
 static int variant(vk_device *D, const char *fn, const em_tensor *q) {
@@ -142,7 +153,8 @@ static int plain_forward(vk_device *D, const char *fn, em_tensor *out, em_tensor
                          const em_tensor *mask, const em_attn_geom *g) {
   attn_push p;
   if (em_vk_attn_push(D, fn, &p, q, k, v, NULL, mask, g) != 0) return -1;
-  vk_launch L = {.module = "flash_fwd", .push = &p, .push_size = sizeof p,
+  vk_launch L = {.module = lds_state(D) ? "flash_fwd_lds" : "flash_fwd",
+                 .push = &p, .push_size = sizeof p,
                  .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {out, lse, q, k, v, mask}, .writes = 3u};
   int64_t cols = g->Dv > 0 ? cdiv(g->Dv, 64) : 1;
   pthread_mutex_lock(&D->lock);
@@ -191,6 +203,7 @@ static int plain_backward(vk_device *D, const char *fn, em_tensor *gq, em_tensor
   if (operand(D, fn, out, 3, pp.q) != 0 || operand(D, fn, lse, 3, pp.k) != 0) return -1;
   pp.Tk = (uint32_t)rows;
   int64_t n = rows > 0 ? rows * 2 : 2;
+  bool lds = lds_state(D);
   em_tensor *stats = em_empty(1, &n, EM_FLOAT32, q->device_id);
   if (stats == NULL) return -1;
   pthread_mutex_lock(&D->lock);
@@ -203,17 +216,20 @@ static int plain_backward(vk_device *D, const char *fn, em_tensor *gq, em_tensor
     rc = launch(D, &L, gx, cdiv(groups, gx), 1);
   }
   if (rc == 0 && rows > 0 && g->D > 0) {
-    vk_launch L = {.module = "flash_bwd_dq", .push = &p, .push_size = sizeof p,
+    vk_launch L = {.module = lds ? "flash_bwd_dq_lds" : "flash_bwd_dq",
+                   .push = &p, .push_size = sizeof p,
                    .spec = {~0u, ~0u, ~0u, ~0u},
                    .ops = {gq, NULL, q, k, v, mask, gout, stats}, .writes = 1u};
     rc = launch(D, &L, cdiv(g->Tq, 64) * cdiv(g->D, 64), g->Hq, g->B);
   }
-  int64_t cols32 = cdiv(g->D > g->Dv ? g->D : g->Dv, 32); /* flash_bwd_dkdv's column blocks */
-  if (rc == 0 && g->Tk > 0 && cols32 > 0) {
-    vk_launch L = {.module = "flash_bwd_dkdv", .push = &p, .push_size = sizeof p,
+  /* flash_bwd_dkdv's column blocks: 64 columns, 32 in its shared-memory twin */
+  int64_t cols = cdiv(g->D > g->Dv ? g->D : g->Dv, lds ? 32 : 64);
+  if (rc == 0 && g->Tk > 0 && cols > 0) {
+    vk_launch L = {.module = lds ? "flash_bwd_dkdv_lds" : "flash_bwd_dkdv",
+                   .push = &p, .push_size = sizeof p,
                    .spec = {~0u, ~0u, ~0u, ~0u},
                    .ops = {gk, gv, q, k, v, mask, gout, stats}, .writes = 3u};
-    rc = launch(D, &L, cdiv(g->Tk, 64) * cols32, g->Hkv, g->B);
+    rc = launch(D, &L, cdiv(g->Tk, 64) * cols, g->Hkv, g->B);
   }
   pthread_mutex_unlock(&D->lock);
   em_release(stats);
