@@ -8,6 +8,7 @@ echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo 
 "./$BUILD/bench_matmul"
 "./$BUILD/ember" tests/bench/matmul_bf16.lua
 "./$BUILD/ember" tests/bench/matmul_batched.lua
+"./$BUILD/ember" tests/bench/attention.lua
 "./$BUILD/ember" tests/bench/overhead.lua
 "./$BUILD/ember" tests/bench/elementwise.lua
 "./$BUILD/ember" tests/bench/training.lua

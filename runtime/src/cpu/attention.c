@@ -16,12 +16,14 @@
  *   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dK += dS^T Q * scale,  dQ += dS K * scale
  * (with dropout, P in dV's product and dP are multiplied by the same kept-mask / (1 - p)).
  * Two schedules:
- *  - fused, one unit per (batch, kv head): key tiles in turn, each meeting every query tile of
- *    the heads that share it; dK/dV accumulate in the unit's tile buffers, dQ straight into
- *    gq (no other unit writes those rows). Five products per tile pair.
- *  - two passes, when there are too few (batch, kv head) pairs to keep the threads busy: one
- *    parallel over (batch, kv head, key tile) for dK/dV, one over (batch, q head, query tile)
- *    for dQ, each recomputing S and dP (seven products per pair, every thread busy).
+ *  - fused, one unit per (batch, kv head): its key tiles are prepared once (packed: O(S * E)
+ *    per thread, at most KCACHE_MAX), then each query tile of the heads that share them meets
+ *    them in turn; dK/dV accumulate straight into gk/gv and dQ into gq (no other unit writes
+ *    those rows). Five products per tile pair.
+ *  - two passes, when there are too few (batch, kv head) pairs to keep the threads busy (or
+ *    the key cache would be too large): one parallel over (batch, kv head, key tile) for
+ *    dK/dV, one over (batch, q head, query tile) for dQ, each recomputing S and dP (seven
+ *    products per pair, every thread busy).
  *
  * Dropout regenerates each score's Philox word from its flat index (nn.h's numbering), so the
  * backward sees the forward's mask without storing it.
@@ -503,10 +505,10 @@ static void bwd_load_kv(const attn *a, bwd_ws *w, int64_t b, int64_t kh, int64_t
 }
 
 /* One tile pair, the loaded query rows [i0, i0 + br) of head (b, h) against the loaded keys
- * [j0, j0 + bc): accumulates dK, dV into the workspace (kv) and / or scale * dS K into the
- * gq rows (q; gq is contiguous [B, Hq, Tq, D]). */
+ * [j0, j0 + bc): accumulates dK and dV into the [bc, D] / [bc, Dv] rows dK, dV (unless NULL)
+ * and / or scale * dS K into the gq rows (q; gq is contiguous [B, Hq, Tq, D]). */
 static void bwd_tile(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0, int64_t br,
-                     int64_t j0, int64_t bc, bool kv, bool q) {
+                     int64_t j0, int64_t bc, void *dK, void *dV, bool q) {
   const em_attn_geom *g = a->g;
   bool drop = g->dropout_p > 0;
   int64_t D = g->D, Dv = g->Dv;
@@ -514,21 +516,21 @@ static void bwd_tile(const attn *a, bwd_ws *w, int64_t b, int64_t h, int64_t i0,
   fix_scores(a, w->S, br, bc, b, h, i0, j0);
   if (a->f64) probs_f64(w->S, br, bc, w->lse);
   else em_attn_probs_f32(a->packed, w->S, br, bc, w->lse);
-  if (kv) { /* dV += dropout(P)^T dO */
+  if (dV) { /* dV += dropout(P)^T dO */
     void *Pd = w->S;
     if (drop) {
       memcpy(w->Pd, w->S, (size_t)(br * bc) * a->es);
       dropout(a, w->Pd, br, bc, b, h, i0, j0);
       Pd = w->Pd;
     }
-    prod(a, w->pa, true, true, Pd, bc, false, w->dOb, bc, Dv, br, 1.0, w->dV, ld(Dv));
+    prod(a, w->pa, true, true, Pd, bc, false, w->dOb, bc, Dv, br, 1.0, dV, ld(Dv));
   }
   prod(a, w->pa, false, false, w->dOa, 0, true, w->Vt, br, bc, Dv, 0.0, w->dP, bc);
   if (drop) dropout(a, w->dP, br, bc, b, h, i0, j0);
   if (a->f64) dscores_f64(w->dP, w->S, br, bc, w->delta);
   else dscores_f32(w->dP, w->S, br, bc, w->delta);
   /* Qb is pre-scaled, so dS^T Q is already dK's scale * dS^T q; Ks likewise for dQ */
-  if (kv) prod(a, w->pa, true, true, w->dP, bc, false, w->Qb, bc, D, br, 1.0, w->dK, ld(D));
+  if (dK) prod(a, w->pa, true, true, w->dP, bc, false, w->Qb, bc, D, br, 1.0, dK, ld(D));
   if (q)
     prod(a, w->pa, true, false, w->dP, bc, false, w->Ks, br, D, bc, 1.0,
          row_at(a, &a->gq, b, h, i0), ld(D));
@@ -555,17 +557,57 @@ static void bwd_key_tile(const attn *a, bwd_ws *w, int64_t b, int64_t kh, int64_
     for (int64_t i0 = first; i0 < g->Tq; i0 += BR) {
       int64_t br = min64(BR, g->Tq - i0);
       bwd_load_q(a, w, b, h, i0, br, true);
-      bwd_tile(a, w, b, h, i0, br, j0, bc, true, q);
+      bwd_tile(a, w, b, h, i0, br, j0, bc, w->dK, w->dV, q);
     }
   bwd_store_kv(a, w, b, kh, j0, bc);
 }
 
-/* Fused: unit (b, kh), every key tile; dQ accumulates in gq. */
+/* The key side of every key tile, prepared once per unit (the fused schedule): bytes of one
+ * tile's Kt, Vt and Ks, each 64-byte aligned. */
+enum { KCACHE_MAX = 16 << 20 }; /* per thread; longer sequences take the two passes */
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+static size_t kslot_part(const attn *a, int i) {
+  const em_attn_geom *g = a->g;
+  int64_t n = i == 0 ? BC * g->D : i == 1 ? BC * g->Dv : em_sg_round(g->D, EM_SG_NR) * BC;
+  return align64((size_t)n * a->es);
+}
+
+static size_t kslot_bytes(const attn *a) {
+  return kslot_part(a, 0) + kslot_part(a, 1) + kslot_part(a, 2);
+}
+
+static void kslot_use(const attn *a, bwd_ws *w, char *cache, int64_t jt) {
+  char *p = cache + (size_t)jt * kslot_bytes(a);
+  w->Kt = p, w->Vt = p + kslot_part(a, 0), w->Ks = p + kslot_part(a, 0) + kslot_part(a, 1);
+}
+
+/* Fused: unit (b, kh). Its key tiles are prepared once (the cache after the workspace's row
+ * arrays); each query tile of the heads sharing them, prepared once, meets them in turn; dK
+ * and dV accumulate straight into the zeroed gk / gv rows (only this unit writes them), dQ
+ * into gq. */
 static void bwd_fused_body(const attn *a, char *ws, int64_t u) {
+  const em_attn_geom *g = a->g;
   bwd_ws w = bwd_ws_of(a, ws);
-  int64_t b = u / a->g->Hkv, kh = u % a->g->Hkv;
-  for (int64_t j0 = 0; j0 < a->g->Tk; j0 += BC)
-    bwd_key_tile(a, &w, b, kh, j0, min64(BC, a->g->Tk - j0), true);
+  char *cache = ws_buf(a, ws, BWD_BUFS + 1);
+  int64_t b = u / g->Hkv, kh = u % g->Hkv;
+  for (int64_t j0 = 0; j0 < g->Tk; j0 += BC) {
+    kslot_use(a, &w, cache, j0 / BC);
+    bwd_load_kv(a, &w, b, kh, j0, min64(BC, g->Tk - j0), true);
+  }
+  for (int64_t h = kh * a->group; h < (kh + 1) * a->group; h++)
+    for (int64_t i0 = 0; i0 < g->Tq; i0 += BR) {
+      int64_t br = min64(BR, g->Tq - i0), jend = key_end(a, i0, br);
+      bwd_load_q(a, &w, b, h, i0, br, true);
+      /* whole key tiles, as prepared (a packed operand's layout depends on its rows); the
+       * causal mask zeroes the keys past the diagonal */
+      for (int64_t j0 = 0; j0 < jend; j0 += BC) {
+        kslot_use(a, &w, cache, j0 / BC);
+        bwd_tile(a, &w, b, h, i0, br, j0, min64(BC, g->Tk - j0), row_at(a, &a->gk, b, kh, j0),
+                 row_at(a, &a->gv, b, kh, j0), true);
+      }
+    }
 }
 
 /* Pass 1 of two: unit (b, kh, key tile), dK and dV only. */
@@ -587,7 +629,7 @@ static void bwd_q_body(const attn *a, char *ws, int64_t u) {
   for (int64_t j0 = 0; j0 < jend; j0 += BC) {
     int64_t bc = min64(BC, jend - j0);
     bwd_load_kv(a, &w, b, h / a->group, j0, bc, true);
-    bwd_tile(a, &w, b, h, i0, br, j0, bc, false, true);
+    bwd_tile(a, &w, b, h, i0, br, j0, bc, NULL, NULL, true);
   }
 }
 
@@ -622,8 +664,12 @@ int em_cpu_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const
   size_t bytes = ws_bytes(&a, BWD_BUFS);
   int nt = threads_for(g, g->B * g->Hq * tiles(g->Tq, BR));
   int rc;
-  if (nt == 1 || g->B * g->Hkv >= 4 * (int64_t)nt) {
-    rc = run_units(fn, &a, g->B * g->Hkv, bytes, bwd_fused_body);
+  size_t cache = (size_t)tiles(g->Tk, BC) * kslot_bytes(&a);
+  if ((nt == 1 || g->B * g->Hkv >= 4 * (int64_t)nt) && cache <= KCACHE_MAX) {
+    memset(em_cpu_ptr(gk), 0, (size_t)em_numel(gk) * a.es);
+    memset(em_cpu_ptr(gv), 0, (size_t)em_numel(gv) * a.es);
+    rc = run_units(fn, &a, g->B * g->Hkv, ws_bytes(&a, BWD_BUFS + 1) + cache,
+                   bwd_fused_body);
   } else {
     rc = run_units(fn, &a, g->B * g->Hkv * tiles(g->Tk, BC), bytes, bwd_kv_body);
     if (rc == 0) rc = run_units(fn, &a, g->B * g->Hq * tiles(g->Tq, BR), bytes, bwd_q_body);
