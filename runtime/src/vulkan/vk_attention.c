@@ -11,6 +11,9 @@
  *             flash_bwd_dq: gq, a workgroup per 64 query rows, walking the keys;
  *             flash_bwd_dkdv: gk and gv, a workgroup per 64 keys of a k/v head, walking the
  *             query rows of every q head that shares it (grouped-query sums without atomics).
+ * CPU-type drivers run the *_lds twins, which keep the per-row state in shared memory
+ * (lds_state() below says why).
+ *
  * The plain kernels read and write float32. float16 and bfloat16 operands (attention_half) are
  * cast to float32 copies first and the float32 results rounded into the outputs once, which is
  * what widening in registers would compute (kernels/attention/attn.glsl says why it is not done
