@@ -7,7 +7,8 @@
 # .data/fashion-mnist). Results go to $OUT (or /tmp/ember-gpu).
 # STEPS picks a subset (one device call is limited to 10 minutes), e.g.
 #   STEPS='specs matmul' bash tests/gpu/run.sh
-# The steps: specs elementwise matmul index transfer random training main-job (all by default).
+# The steps: specs elementwise matmul index transfer random attention training main-job (all by
+# default).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ember-gpu}
@@ -23,7 +24,7 @@ chmod +x /tmp/ember-shim/luajit
 export PATH=/tmp/ember-shim:$PATH
 E=.gpu/ember
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-want() { [[ " ${STEPS:-specs elementwise matmul index transfer random training main-job} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-specs elementwise matmul index transfer random attention training main-job} " == *" $1 "* ]]; }
 step() { echo "== $*"; }
 if want specs; then step specs; SPECS_VERBOSE=1 timeout 500 $E tests/gpu/specs.lua tests/lua/vulkan*_spec.lua > "$OUT/specs.txt" 2>&1; grep -v "^\.\. " "$OUT/specs.txt" | tail -40; fi
 if want elementwise; then step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"; fi
@@ -31,6 +32,7 @@ if want matmul; then step matmul; timeout 240 $E tests/gpu/matmul.lua vulkan 2>&
 if want index; then step index; timeout 200 $E tests/gpu/index.lua vulkan 2>&1 | tee "$OUT/index.txt"; fi
 if want transfer; then step transfer; timeout 120 $E tests/gpu/transfer.lua vulkan 2>&1 | tee "$OUT/transfer.txt"; fi
 if want random; then step random; timeout 120 $E tests/gpu/random_bench.lua vulkan 2>&1 | tee "$OUT/random.txt"; fi
+if want attention; then step attention; timeout 400 $E tests/gpu/attention.lua vulkan 2>&1 | tee "$OUT/attention.txt"; fi
 if want training; then
   step training
   # PRECISIONS: the mixed-precision rows (ember bench --precision, torch_cnn.py autocast)

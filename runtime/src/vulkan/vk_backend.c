@@ -76,6 +76,13 @@ int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
                    const em_sgd_options *o);
 int em_vk_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                     em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
+/* -- fused attention (vk_attention.c) -- */
+int em_vk_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em_tensor *k,
+                    const em_tensor *v, const em_tensor *mask, const struct em_attn_geom *g);
+int em_vk_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const em_tensor *gout,
+                             const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                             const em_tensor *out, const em_tensor *lse, const em_tensor *mask,
+                             const struct em_attn_geom *g);
 /* -- mixed precision (vk_amp.c) -- */
 int em_vk_amp_unscale(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
 
@@ -86,6 +93,7 @@ static int synchronize_all(void) { return em_synchronize(-1); }
 const em_backend em_vulkan_backend = {
   .name = "vulkan",
   .host_scalars = true,
+  .attention_half = true,
   .storage_alloc = em_vk_storage_alloc,
   .storage_free = em_vk_storage_free,
   .read = em_vk_read,
@@ -142,6 +150,10 @@ const em_backend em_vulkan_backend = {
   .group_norm_backward = em_vk_group_norm_backward,
   .class_loss = em_vk_class_loss,
   .class_loss_backward = em_vk_class_loss_backward,
+
+  /* -- fused attention -- */
+  .attention = em_vk_attention,
+  .attention_backward = em_vk_attention_backward,
 
   /* -- random numbers and optimizer steps -- */
   .random = em_vk_random,

@@ -99,6 +99,10 @@ typedef struct vk_coop_setup {
 enum { VK_COOP_MAX_EXTS = 7 };
 const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
                              uint32_t *next);
+/* The subgroup-scope cooperative-matrix flavor a float16 kernel may use on D now (EMBER_VK_COOPMAT
+ * honoured; "cm2" implies the KHR extension): 2 KHR, 1 NV, 0 none. The fused attention's
+ * tensor-core kernel asks (vk_attention_coop.c). */
+int em_vk_coop_subgroup_flavor(const vk_device *D);
 /* For em_vk_info: what the device reports about cooperative matrices (shapes, types, scopes,
  * the coopmat2 features) and which kernel Ember uses, as one line. */
 void em_vk_coop_describe(const vk_device *D, char *buf, size_t n);

@@ -395,6 +395,11 @@ static int flavor_now(const vk_device *D) {
   return FLAVOR_NONE;
 }
 
+int em_vk_coop_subgroup_flavor(const vk_device *D) {
+  int f = flavor_now(D);
+  return f == FLAVOR_CM2 || f == FLAVOR_KHR ? 2 : f == FLAVOR_NV ? 1 : 0;
+}
+
 /* An operand viewed as rows x cols: its layout (column-major: rows contiguous) and the stride
  * of its other dimension; false when neither dimension is contiguous, or the lines overlap (a
  * stride shorter than a line: expanded views), or a stride does not fit (the tiled kernel's

@@ -1,0 +1,119 @@
+#version 450
+// flash_bwd_dkdv_lds.comp: the shared-memory-state twin of flash_bwd_dkdv.comp for CPU-type drivers
+// (runtime/src/vulkan/vk_attention.c picks; see below).
+//
+// flash_bwd_dkdv.comp: gk and gv of the attention backward, plain kernel (runtime/src/vulkan/
+// vk_attention.c; FlashAttention-2's outer loop over keys). A workgroup of 64 invocations takes
+// 64 keys of one (batch, k/v head), one key each, and CC = 32 columns of gk and of gv. It walks
+// every q head sharing that k/v head (grouped-query attention sums them here, no atomics) and
+// their query rows in tiles of BQ = 16 (causal: from the first row that can see these keys):
+// the scores s = q . k and dp = gout . v (chunks of 32 of D and Dv, the query tile's chunk in
+// shared memory, the key's in registers), p = exp(s - lse') (0 where masked), the dropout's keep
+// factor z, then gv += z p gout and gk += p (z dp - delta) q over its columns (the query tile
+// staged in shared memory); gk is scaled at the end.
+//
+// Every per-key value that outlives a barrier (the tile's s and dp, the gk and gv
+// accumulators) lives in shared memory, one column per invocation, as in flash_bwd_dq.comp
+// (lavapipe's compile time); 30 KiB in all.
+//
+// The grid: x = key blocks * column blocks, y = k/v head, z = batch.
+#extension GL_GOOGLE_include_directive : require
+#include "attention/attn.glsl"
+
+layout(local_size_x = 64) in;
+const uint BK = 64u, BQ = 16u, DCH = 32u, CC = 32u;
+
+layout(std430, binding = 0) buffer BOK { uint w[]; } okb;
+layout(std430, binding = 1) buffer BOV { uint w[]; } ovb;
+
+shared vec4 Qs[BQ][DCH / 4u];
+shared vec4 Qc[BQ][CC / 4u];
+shared vec4 Gc[BQ][CC / 4u];
+shared vec2 Ss[BQ];
+shared float Sx[BQ][64];   // s of (row ii, key tid)
+shared float Dx[BQ][64];   // dp
+shared float AK[CC][64];   // gk's columns of key tid
+shared float AV[CC][64];   // gv's
+
+void main() {
+  uint tid = gl_LocalInvocationID.x;
+  uint nkb = (pc.Tk + BK - 1u) / BK;
+  uint kblk = gl_WorkGroupID.x % nkb, cblk = gl_WorkGroupID.x / nkb;
+  uint kh = gl_WorkGroupID.y, b = gl_WorkGroupID.z, Hkv = HQ / GROUP;
+  uint j = kblk * BK + tid, D = HD, Dv = HDV, c0 = cblk * CC;
+  bool key_ok = j < pc.Tk;
+  uint krow = pc.k_base + b * pc.k_sb + kh * pc.k_sh + j * pc.k_st;
+  uint vrow = pc.v_base + b * pc.v_sb + kh * pc.v_sh + j * pc.v_st;
+
+  for (uint c = 0u; c < CC; c++) AK[c][tid] = 0.0, AV[c][tid] = 0.0;
+  uint istart = CAUSAL ? (kblk * BK / BQ) * BQ : 0u;  // rows i < first key see none of them
+
+  for (uint hh = 0u; hh < GROUP; hh++) {
+    uint h = kh * GROUP + hh;
+    uint qbase = pc.q_base + b * pc.q_sb + h * pc.q_sh;
+    uint gbase = pc.g_base + b * pc.g_sb + h * pc.g_sh;
+    uint row0 = (b * HQ + h) * pc.Tq;
+    for (uint i0 = istart; i0 < pc.Tq; i0 += BQ) {
+      for (uint ii = 0u; ii < BQ; ii++) Sx[ii][tid] = 0.0, Dx[ii][tid] = 0.0;
+      // s = q . k over D, then dp = gout . v over Dv (Qs holds q's, then gout's chunk)
+      for (uint d0 = 0u; d0 < D + Dv; d0 += DCH) {
+        bool isk = d0 < D;
+        uint e0 = isk ? d0 : d0 - D, n = isk ? D : Dv;
+        if (isk && d0 + DCH > D) d0 = D - DCH;  // (wraps) the next chunk starts Dv at 0
+        barrier();
+        for (uint t = tid; t < BQ * DCH; t += 64u) {
+          uint ii = t / DCH, dd = t % DCH, i = i0 + ii, e = e0 + dd;
+          float x = 0.0;
+          if (i < pc.Tq && e < n)
+            x = isk ? LDX(qb, qbase + i * pc.q_st + e) : LDX(gb, gbase + i * pc.g_st + e);
+          Qs[ii][dd >> 2][dd & 3u] = x;
+        }
+        barrier();
+        vec4 r[DCH / 4u];
+        for (uint x = 0u; x < DCH / 4u; x++)
+          for (uint y = 0u; y < 4u; y++) {
+            uint e = e0 + 4u * x + y;
+            r[x][y] = (key_ok && e < n) ? (isk ? LDX(kb, krow + e) : LDX(vb, vrow + e)) : 0.0;
+          }
+        for (uint ii = 0u; ii < BQ; ii++) {
+          float t = 0.0;
+          for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);
+          if (isk) Sx[ii][tid] += t; else Dx[ii][tid] += t;
+        }
+      }
+      // the stats and the query tile's columns of this workgroup
+      barrier();
+      if (tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
+      for (uint t = tid; t < BQ * CC; t += 64u) {
+        uint ii = t / CC, cc = t % CC, i = i0 + ii, c = c0 + cc;
+        Qc[ii][cc >> 2][cc & 3u] = (i < pc.Tq && c < D) ? LDX(qb, qbase + i * pc.q_st + c) : 0.0;
+        Gc[ii][cc >> 2][cc & 3u] = (i < pc.Tq && c < Dv) ? LDX(gb, gbase + i * pc.g_st + c) : 0.0;
+      }
+      barrier();
+      float inv_keep = DROPOUT ? 1.0 / (1.0 - float(pc.drop_below) / 16777216.0) : 1.0;
+      for (uint c = 0u; c < CC / 4u; c++) {
+        vec4 ak = vec4(0.0), av = vec4(0.0);
+        for (uint ii = 0u; ii < BQ; ii++) {
+          uint i = i0 + ii;
+          vec2 st = Ss[ii];
+          float p = (key_ok && i < pc.Tq) ? exp(score(Sx[ii][tid], b, h, i, j) - st.x) : 0.0;
+          float z = (DROPOUT && p != 0.0) ? (kept(row0 + i, j) ? inv_keep : 0.0) : 1.0;
+          av += (p * z) * Gc[ii][c];
+          ak += (p * (z * Dx[ii][tid] - st.y)) * Qc[ii][c];
+        }
+        for (uint y = 0u; y < 4u; y++) AK[4u * c + y][tid] += ak[y], AV[4u * c + y][tid] += av[y];
+      }
+    }
+  }
+  if (!key_ok) return;
+  uint kr = (b * Hkv + kh) * pc.Tk + j;
+  float vals[CC];
+  if (c0 < D) {
+    for (uint c = 0u; c < CC; c++) vals[c] = AK[c][tid] * pc.scale;
+    STORE_SEG(okb, kr * D + c0, vals, min(CC, D - c0))
+  }
+  if (c0 < Dv) {
+    for (uint c = 0u; c < CC; c++) vals[c] = AV[c][tid];
+    STORE_SEG(ovb, kr * Dv + c0, vals, min(CC, Dv - c0))
+  }
+}
