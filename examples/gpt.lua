@@ -28,6 +28,7 @@ local options = {
   { 'batch_size', 16, 'sequences per training batch' },
   { 'dropout', 0.0, 'dropout probability' },
   { 'steps', 2000, 'training steps' },
+  { 'stop', 0, 'stop after this step (0: at --steps); --resume continues the same schedule' },
   { 'lr', 2e-3, 'peak learning rate (AdamW)' },
   { 'min_lr', 0, 'final learning rate of the cosine decay (0: lr / 10)' },
   { 'warmup', 100, 'linear warm-up steps' },
@@ -226,7 +227,8 @@ local clip = opts.grad_clip > 0 and { clip = opts.grad_clip, params = params } o
 local wall0 = ember.clock()
 local interval_start, loss_total, interval_steps = wall0, nil, 0
 local val_loss
-while step < opts.steps do
+local last = opts.stop > 0 and math.min(opts.stop, opts.steps) or opts.steps
+while step < last do
   step = step + 1
   local lr = G.lr_at(step, schedule)
   for _, group in ipairs(optimizer.param_groups) do group.lr = lr end
@@ -238,7 +240,7 @@ while step < opts.steps do
   loss = loss:detach():float()
   loss_total = loss_total and loss_total + loss or loss
   interval_steps = interval_steps + 1
-  if step % opts.eval_interval == 0 or step == opts.steps then
+  if step % opts.eval_interval == 0 or step == last then
     local train_loss = loss_total:item() / interval_steps -- waits for the device
     local tokens_per_s = interval_steps * B * T / (ember.clock() - interval_start)
     val_loss = evaluate()
@@ -252,8 +254,8 @@ while step < opts.steps do
   end
 end
 
-if val_loss then print(('final validation loss: %.4f'):format(val_loss)) end
-if opts.final_tokens > 0 then
+if val_loss and step == opts.steps then print(('final validation loss: %.4f'):format(val_loss)) end
+if opts.final_tokens > 0 and step == opts.steps then
   print('generated text:')
   print(sample(opts.final_tokens))
 end

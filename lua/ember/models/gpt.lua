@@ -190,6 +190,7 @@ function GPT:forward(idx, cache)
   for i, block in t.h:ipairs() do
     x = block(x, B, T, cache and cache:layer(i))
   end
+  if cache then cache.n = past + T end
   x = t.ln_f(x)
   local logits
   if self.lm_head then logits = self.lm_head(x) else logits = x:mm(t.wte.weight:t()) end
@@ -246,26 +247,89 @@ function M.sample_logits(logits, o)
   return math.min(cdf:lt(u):sum():item() + 1, V)
 end
 
+-- ---- a key/value cache for incremental decoding ------------------------------------------------
+-- Each layer's keys and values live in buffers [B, H, capacity, D] allocated once (at the first
+-- append, in the dtype of the keys: 16-bit under autocast); appending writes the new positions
+-- in place, and attention reads a view of the filled part, so nothing is copied per step.
+local KVCache = {}
+KVCache.__index = KVCache
+
+function M.KVCache(capacity)
+  return setmetatable({ capacity = capacity, n = 0, layers = {} }, KVCache)
+end
+
+function KVCache:length() return self.n end
+function KVCache:reset() self.n = 0 end
+
+local Layer = {}
+Layer.__index = Layer
+
+function KVCache:layer(i)
+  local l = self.layers[i]
+  if not l then
+    l = setmetatable({ cache = self }, Layer)
+    self.layers[i] = l
+  end
+  return l
+end
+
+-- k, v [B, H, T, D] of the new positions; returns the keys and values of every position so far.
+function Layer:append(k, v)
+  local c = self.cache
+  local n, T = c.n, k:size(3)
+  if n + T > c.capacity then
+    error(('KVCache: %d positions do not fit in a cache of %d'):format(n + T, c.capacity), 3)
+  end
+  if not self.k or self.k:dtype() ~= k:dtype() or self.k:size(1) ~= k:size(1) then
+    local size = { k:size(1), k:size(2), c.capacity, k:size(4) }
+    self.k = ember().empty(size, { dtype = k:dtype(), device = k:device() })
+    self.v = ember().empty(size, { dtype = v:dtype(), device = v:device() })
+  end
+  self.k:narrow(3, n + 1, T):copy_(k)
+  self.v:narrow(3, n + 1, T):copy_(v)
+  return self.k:narrow(3, 1, n + T), self.v:narrow(3, 1, n + T)
+end
+
 -- Continues the ids in `prompt` (a Lua list of ids 1..V, at least one) by n tokens and returns
--- the new ids (a Lua list). opts: temperature (1), top_k (none). The model runs in evaluation
--- mode without gradients; each step recomputes the last block_size positions.
+-- the new ids (a Lua list). opts: temperature (1), top_k (none), cache (true: incremental
+-- decoding with a KVCache; false: every step recomputes the last block_size positions, as
+-- nanoGPT's generate). The model runs in evaluation mode without gradients. With the cache,
+-- a context that reaches block_size is cut to its last half and recomputed (the position
+-- embeddings end there), so later tokens see at least half a block.
 function M.generate(model, prompt, n, opts)
   local E = ember()
   opts = opts or {}
   local c = model.config
   local device = model.transformer.wte.weight:device()
+  local use_cache = opts.cache ~= false
+  local cache = use_cache and M.KVCache(c.block_size) or nil
   local ids, out = {}, {}
   for i, v in ipairs(prompt) do ids[i] = v end
+  local sampling = { temperature = opts.temperature or 1, top_k = opts.top_k }
+  local function forward(from)
+    local ctx = {}
+    for i = from, #ids do ctx[#ctx + 1] = ids[i] end
+    local idx = E.tensor({ ctx }, { dtype = 'int64' }):to(device)
+    local logits = model(idx, cache)
+    return logits[1][#ctx]
+  end
   local was_training = model.training
   model:evaluate()
   E.no_grad(function()
+    local pending = 1 -- the first id not yet in the cache
     for _ = 1, n do
-      local from = math.max(1, #ids - c.block_size + 1)
-      local ctx = {}
-      for i = from, #ids do ctx[#ctx + 1] = ids[i] end
-      local idx = E.tensor({ ctx }, { dtype = 'int64' }):to(device)
-      local logits = model(idx)[1][#ctx]
-      local id = M.sample_logits(logits, { temperature = opts.temperature or 1, top_k = opts.top_k })
+      local logits
+      if not use_cache then
+        logits = forward(math.max(1, #ids - c.block_size + 1))
+      else
+        if cache:length() + (#ids - pending + 1) > c.block_size then
+          cache:reset()
+          pending = math.max(1, #ids - math.floor(c.block_size / 2) + 1)
+        end
+        logits = forward(pending)
+      end
+      local id = M.sample_logits(logits, sampling)
+      pending = #ids + 1
       ids[#ids + 1] = id
       out[#out + 1] = id
     end
