@@ -438,6 +438,21 @@ em_tensor *em_dropout(const em_tensor *input, double p, int training);
  * padding_idx (when >= 0) gets no gradient. */
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64_t padding_idx);
 
+/* Scaled dot-product attention, PyTorch's F.scaled_dot_product_attention: softmax(q k^T * scale
+ * + mask) v, fused (no [L, S] score matrix in memory). query [..., Hq, L, E], key
+ * [..., Hkv, S, E], value [..., Hkv, S, Ev] (rank 3 or more: the dims before the heads are
+ * batch dims and must agree; rank 3 is [N, L, E], every batch its own head) give
+ * [..., Hq, L, Ev]. attn_mask (NULL, boolean: true takes part, or additive floating) broadcasts
+ * to [..., Hq, L, S]; is_causal masks key j > query i (top-left aligned, as PyTorch; not with a
+ * mask). dropout_p drops attention weights from the seeded generator. scale NaN means
+ * 1 / sqrt(E). Hq != Hkv needs enable_gqa (grouped-query attention; Hq a multiple of Hkv).
+ * Differentiable in q, k and v (not in a floating mask; no double backward). float16 /
+ * bfloat16 compute in float32 where the device has no 16-bit kernel. */
+em_tensor *em_scaled_dot_product_attention(const em_tensor *query, const em_tensor *key,
+                                           const em_tensor *value, const em_tensor *attn_mask,
+                                           double dropout_p, int is_causal, double scale,
+                                           int enable_gqa);
+
 /* Losses. */
 typedef enum em_reduction { EM_REDUCTION_NONE, EM_REDUCTION_MEAN, EM_REDUCTION_SUM } em_reduction;
 /* input: scores [N, C] or [N, C, d...] (or [C]); target: int64 classes [N] or [N, d...]

@@ -220,8 +220,10 @@ struct em_backend {
    * mask is NULL or an additive float32 mask viewed as [B, Hq, Tq, Tk] (stride 0 where it
    * broadcasts, any stride in its last dim); the definition turns a boolean mask into 0/-inf.
    * Fresh contiguous outputs: out [B, Hq, Tq, Dv] and gq/gk/gv in q's dtype; lse float32
-   * [B, Hq, Tq], each row's log-sum-exp of its scaled, masked scores (-inf for a row with every
-   * key masked: that row of out is 0, and so are its gradients). The backward recomputes the
+   * (float64 for float64 q) [B, Hq, Tq], each row's log-sum-exp of its scaled, masked scores
+   * (-inf for a row with every key masked: that row of out is 0, and so are its gradients).
+   * The definition handles the empty cases: the slots see B, Hq, Tq, Tk >= 1 (D or Dv may be
+   * 0). The backward recomputes the
    * scores from q, k and lse (and the dropout mask from the geometry's Philox stream); it
    * computes delta = rowsum(gout * out) itself. gk/gv sum over the Hq / Hkv q heads that share
    * a k/v head. */

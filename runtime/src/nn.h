@@ -116,6 +116,13 @@ int em_nn_group_norm_backward(const em_tensor *gy, const em_tensor *x, const em_
                               const em_tensor *rstd, const em_tensor *weight,
                               const em_norm_geom *g, em_tensor **gx, em_tensor **gw,
                               em_tensor **gb);
+/* The attention backward (ops/attention.c): gout in the output's layout ([batch..., Hq, L, Ev]),
+ * q/k/v/out the forward's [B, H, T, E] views, lse and mask as the forward saw them. Fills
+ * gq/gk/gv ([B, H, T, E], q's dtype; new references). */
+int em_nn_attention_backward(const em_tensor *gout, const em_tensor *q, const em_tensor *k,
+                             const em_tensor *v, const em_tensor *out, const em_tensor *lse,
+                             const em_tensor *mask, const em_attn_geom *g, em_tensor **gq,
+                             em_tensor **gk, em_tensor **gv);
 /* gloss: the gradient of the unreduced loss ([N, S]), or a 0-d gradient of the reduced one,
  * already divided by the mean's denominator. */
 em_tensor *em_nn_class_loss_backward(bool log_softmax, const em_tensor *gloss,
@@ -139,6 +146,12 @@ int em_ag_record_group_norm(em_tensor *out, const em_tensor *x, const em_tensor 
                             const em_norm_geom *g);
 int em_ag_record_embedding(em_tensor *out, const em_tensor *weight, const em_tensor *indices,
                            int64_t padding_idx);
+/* query/key/value: the user's tensors (the node's inputs); q4..mask4 the [B, H, T, E] views
+ * the kernel saw, out4 its output and lse its log-sum-exp rows (formulas_attention.c). */
+int em_ag_record_attention(em_tensor *out, const em_tensor *query, const em_tensor *key,
+                           const em_tensor *value, const em_tensor *q4, const em_tensor *k4,
+                           const em_tensor *v4, const em_tensor *out4, const em_tensor *lse,
+                           const em_tensor *mask4, const em_attn_geom *g);
 int em_ag_record_class_loss(bool log_softmax, em_tensor *out, const em_tensor *x,
                             const em_tensor *lse, const em_tensor *target,
                             const em_tensor *weight, const em_class_loss *L, int reduction,
@@ -175,5 +188,11 @@ int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tenso
 int em_cpu_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *gloss,
                                const em_tensor *x, const em_tensor *lse, const em_tensor *target,
                                const em_tensor *weight, const struct em_class_loss *L) EM_NN_WEAK;
+int em_cpu_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em_tensor *k,
+                     const em_tensor *v, const em_tensor *mask, const em_attn_geom *g) EM_NN_WEAK;
+int em_cpu_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const em_tensor *gout,
+                              const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                              const em_tensor *out, const em_tensor *lse, const em_tensor *mask,
+                              const em_attn_geom *g) EM_NN_WEAK;
 
 #endif

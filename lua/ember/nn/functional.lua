@@ -582,4 +582,7 @@ function F.cross_entropy(input, target, opts)
   return r
 end
 
+-- Attention lives in its own file (ember.nn.attention).
+for k, v in pairs(require('ember.nn.attention').functional) do F[k] = v end
+
 return F

@@ -35,7 +35,7 @@ typedef struct em_input_edge {
   int64_t sizes[EM_MAX_DIMS];
 } em_input_edge;
 
-enum { EM_NODE_MAX_SAVED = 5 }; /* cross entropy: x, target, lse, weight, mean denominator */
+enum { EM_NODE_MAX_SAVED = 6 }; /* attention: q, k, v, out, lse, mask */
 
 typedef struct em_saved {
   em_tensor *t;                /* a header sharing storage, without autograd metadata */

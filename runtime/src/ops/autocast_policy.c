@@ -73,6 +73,7 @@ static const entry table[] = {
   {"prod", FP32},
   {"reciprocal", FP32},
   {"rsqrt", FP32},
+  {"scaled_dot_product_attention", LOWER},
   {"scatter_add", PROMOTE},
   {"smooth_l1_loss", FP32},
   {"softmax", FP32},
