@@ -133,6 +133,12 @@ em_tensor *em_bernoulli(const em_tensor *p);                 /* each element 1 w
 int em_uniform_(em_tensor *t, double low, double high);
 int em_normal_(em_tensor *t, double mean, double std);
 int em_bernoulli_(em_tensor *t, double p);
+/* n draws per row of probs ([K] or [R, K] non-negative weights of any floating dtype, which
+ * need not sum to 1): int64 0-based categories, [n] or [R, n], category i with probability
+ * w[i] / sum(w). Without replacement (replacement == 0) a row's draws are distinct and n may
+ * not exceed its count of nonzero weights. Negative, inf or NaN weights and all-zero rows are
+ * errors; a GPU reports those found in the weights at its next synchronization. */
+em_tensor *em_multinomial(const em_tensor *probs, int64_t n, int replacement);
 
 /* ---- views (share storage, never copy) ----------------------------------------------------- */
 em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,

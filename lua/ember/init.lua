@@ -35,6 +35,7 @@ ember.nn = require 'ember.nn'
 ember.optim = require 'ember.optim'
 ember.amp = require 'ember.amp'
 ember.progress = require 'ember.progress'
+ember.generation = require 'ember.generation'
 ember.no_grad = ember.autograd.no_grad
 ember.enable_grad = ember.autograd.enable_grad
 ember.set_grad_enabled = ember.autograd.set_grad_enabled

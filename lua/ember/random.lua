@@ -1,6 +1,6 @@
 -- ember.random: seeded random numbers from the runtime's Philox-4x32-10 generator (see
 -- docs/api/random.md): seeding and state, rand/randn/randint/randperm/bernoulli/normal and the
--- _like forms, the in-place fills (uniform_, normal_, bernoulli_, random_) and Torch7's names
+-- _like forms, multinomial, the in-place fills (uniform_, normal_, bernoulli_, random_) and Torch7's names
 -- for them (x:uniform(a, b) fills x in place, as in Torch7).
 local ffi = require 'ffi'
 local core = require 'ember.core'
@@ -141,6 +141,41 @@ function M.bernoulli(p, q)
   end
   return own(C.em_bernoulli(p.ptr), C.em_bernoulli, p.ptr)
 end
+
+-- multinomial(probs, n [, {replacement = false}]) or multinomial(probs, n, replacement): n
+-- categories per row of probs ([K] or [B, K] non-negative weights, which need not sum to 1),
+-- 1-based int64 indices [n] or [B, n], drawn from the same generator as rand. The weights are
+-- checked by the kernel: at the call on the CPU, at the next synchronization on a GPU.
+function M.multinomial(probs, n, opts)
+  local fn = 'multinomial'
+  if not is_tensor(probs) then error(fn .. ': expected a tensor of weights, got ' .. type(probs), 2) end
+  check_int(fn, 'number of samples', n)
+  local replacement = false
+  if type(opts) == 'boolean' then
+    replacement = opts
+  elseif type(opts) == 'table' then
+    for k in pairs(opts) do
+      if k ~= 'replacement' then
+        error(fn .. ": unknown option '" .. tostring(k) .. "' (expected replacement)", 2)
+      end
+    end
+    replacement = opts.replacement or false
+    if type(replacement) ~= 'boolean' then
+      error(fn .. ': expected replacement to be a boolean, got ' .. type(replacement), 2)
+    end
+  elseif opts ~= nil then
+    error(fn .. ': expected an options table {replacement = ...} or a boolean, got ' .. type(opts), 2)
+  end
+  local r = replacement and 1 or 0
+  local ptr = C.em_multinomial(probs.ptr, n, r)
+  if ptr == nil and C.em_last_error_kind() ~= C.EM_ERR_OOM then
+    error(ffi.string(C.em_last_error()), 2)
+  end
+  local t = own(ptr, C.em_multinomial, probs.ptr, n, r)
+  check(C.em_binary_scalar_(C.EM_ADD, t.ptr, 1)) -- C's 0-based categories to Lua's 1-based
+  return t
+end
+methods.multinomial = M.multinomial
 
 -- normal(mean, std, sizes [, opts]): a new tensor of normal samples (numbers mean and std).
 function M.normal(mean, std, ...)

@@ -93,6 +93,16 @@ struct em_backend {
    * (two lanes per element where 64 bits are needed: random.h has the exact layout). */
   int (*random)(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
                 double b);
+  /* Sampling (ops/multinomial.c; multinomial.h has the algorithm every kernel follows, so one
+   * seed draws the same indices on every device). w [R, K] is a private contiguous copy of the
+   * weights, float32 or float64. With replacement out [R, n] (contiguous int64) gets 0-based
+   * categories, draw j of row r from word r * n + j of the Philox stream at (seed, offset).
+   * Without replacement out is NULL and the kernel replaces each weight w[r, i] by its key
+   * (word r * K + i), of which the definition keeps the n smallest. Weights that fail
+   * multinomial.h's checks are an error, which a GPU may report at its next synchronization
+   * instead (that row's draws are then 0, its keys unspecified). */
+  int (*multinomial)(em_tensor *out, em_tensor *w, int64_t n, int replacement, uint64_t seed,
+                     uint64_t offset);
 
   /* ---- pointwise ---- */
   /* out dtype is the compute dtype, or bool for predicates (isnan, ...) and logical_not. */

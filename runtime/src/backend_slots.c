@@ -17,7 +17,7 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(storage_alloc), SLOT(storage_free), SLOT(read), SLOT(write), SLOT(synchronize),
     OPTIONAL_SLOT(pin_alloc), OPTIONAL_SLOT(read_start), OPTIONAL_SLOT(read_finish),
     OPTIONAL_SLOT(read_free),
-    SLOT(copy), SLOT(fill), SLOT(arange), SLOT(linspace), SLOT(random),
+    SLOT(copy), SLOT(fill), SLOT(arange), SLOT(linspace), SLOT(random), SLOT(multinomial),
     SLOT(unary), SLOT(binary), SLOT(where), SLOT(clamp), SLOT(lerp), SLOT(addc),
     SLOT(reduce), SLOT(moments), SLOT(norm), SLOT(arg_reduce), SLOT(scan), SLOT(softmax),
     SLOT(gemm),

@@ -14,7 +14,7 @@ end
 local F = kernels
 nn.functional = F
 
-for _, name in ipairs({ 'containers', 'linear', 'conv', 'norm', 'activation', 'loss' }) do
+for _, name in ipairs({ 'containers', 'linear', 'conv', 'norm', 'activation', 'loss', 'encoding' }) do
   local m = require('ember.nn.' .. name)
   for k, v in pairs(m) do
     if k == 'functional' then

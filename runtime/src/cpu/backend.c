@@ -37,6 +37,7 @@ const em_backend em_cpu_backend = {
   .arange = em_cpu_arange,
   .linspace = em_cpu_linspace,
   .random = em_cpu_random,
+  .multinomial = em_cpu_multinomial,
   .unary = em_cpu_unary,
   .binary = em_cpu_binary,
   .where = em_cpu_where,

@@ -75,6 +75,8 @@ int em_cpu_arange(em_tensor *out, double start, double step);
 int em_cpu_linspace(em_tensor *out, double start, double end);
 int em_cpu_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
                   double b) EM_KERNEL_WEAK;
+int em_cpu_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement, uint64_t seed,
+                       uint64_t offset);
 int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
 int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
                   double alpha) EM_KERNEL_WEAK;

@@ -292,8 +292,11 @@ int em_vk_flush(void *ctx);
  * VK_FLAG_CLASS_INDEX: [1] the target, [2] the classes, [3] cross entropy (1) or NLL (0);
  * VK_FLAG_INDEX (index_check.comp): [4] claimed by the first reporter (an atomic), [5] and
  * [6] the value's low and high words, [7] the size, [8] the op's name (em_vk_flag_name),
- * [9] the em_index_wording, [10] the dimension. */
-enum { VK_FLAG_CLASS_INDEX = 1, VK_FLAG_INDEX = 2 };
+ * [9] the em_index_wording, [10] the dimension.
+ * VK_FLAG_MULTINOMIAL (multinomial.comp): [11] claimed by the first reporter, [12] the
+ * em_mn_status, [13] the row, [14] the bad position or the count of nonzero weights, [15] the
+ * bad weight's float32 bits or the number of draws. */
+enum { VK_FLAG_CLASS_INDEX = 1, VK_FLAG_INDEX = 2, VK_FLAG_MULTINOMIAL = 3 };
 /* The flag buffer as an int32 operand for em_vk_launch (D->lock held); NULL on failure. */
 const em_tensor *em_vk_flag_tensor(vk_device *D);
 /* Notes that the batch being recorded has kernels writing the flag: em_vk_submit then records

@@ -70,6 +70,8 @@ int em_vk_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *g
 /* -- random numbers, dropout and optimizer steps (vk_random.c, vk_optim.c) -- */
 int em_vk_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
                  double b);
+int em_vk_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement, uint64_t seed,
+                      uint64_t offset);
 int em_vk_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
                    const em_sgd_options *o);
 int em_vk_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
@@ -143,6 +145,7 @@ const em_backend em_vulkan_backend = {
 
   /* -- random numbers and optimizer steps -- */
   .random = em_vk_random,
+  .multinomial = em_vk_multinomial,
   .sgd_step = em_vk_sgd_step,
   .adam_step = em_vk_adam_step,
   .amp_unscale = em_vk_amp_unscale,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../multinomial.h"
 #include "vk.h"
 
 enum { FLAG_WORDS = 16, FLAG_BYTES = 4 * FLAG_WORDS, FLAG_NAMES = 32, FLAG_NAME_LEN = 32 };
@@ -100,6 +101,17 @@ static int index_error(vk_device *D, volatile uint32_t *w) {
   return em_error("%s (found on %s, reported at its next synchronization)", msg, D->name);
 }
 
+/* The message of a multinomial report (words [12..15]; multinomial.h has the statuses). */
+static int multinomial_error(vk_device *D, volatile uint32_t *w) {
+  uint32_t st = w[12], bits = w[15];
+  float value;
+  memcpy(&value, &bits, sizeof value);
+  char msg[256];
+  em_multinomial_message(msg, sizeof msg, (em_mn_status)st, w[13], w[14], value,
+                         st == EM_MN_TOO_FEW ? (int64_t)bits : 0, "float32");
+  return em_error("%s (found on %s, reported at its next synchronization)", msg, D->name);
+}
+
 int em_vk_flag_check(vk_device *D) {
   vk_flag *f = D->flag;
   VkMappedMemoryRange mr = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = f->memory,
@@ -107,12 +119,15 @@ int em_vk_flag_check(vk_device *D) {
   if (!D->mem.staging_coherent) D->fn.vkInvalidateMappedMemoryRanges(D->dev, 1, &mr);
   if (f->words[0] == 0) return 0;
   uint32_t what = f->words[0], a = f->words[1], b = f->words[2], lsm = f->words[3];
-  int rc = what == VK_FLAG_INDEX ? index_error(D, f->words) : -1;
-  /* cleared after reading: the next report (also a still-pending index one) starts afresh */
+  int rc = what == VK_FLAG_INDEX         ? index_error(D, f->words)
+           : what == VK_FLAG_MULTINOMIAL ? multinomial_error(D, f->words)
+                                         : -1;
+  /* cleared after reading: the next report (also a still-pending one) starts afresh */
   f->words[0] = 0;
   f->words[4] = 0;
+  f->words[11] = 0;
   if (!D->mem.staging_coherent) D->fn.vkFlushMappedMemoryRanges(D->dev, 1, &mr);
-  if (what == VK_FLAG_INDEX) return rc;
+  if (what == VK_FLAG_INDEX || what == VK_FLAG_MULTINOMIAL) return rc;
   if (what == VK_FLAG_CLASS_INDEX)
     return em_error("%s: class index %d (0-based) is out of range for %u classes (found on %s, "
                     "reported at its next synchronization)", lsm ? "cross_entropy" : "nll_loss",
