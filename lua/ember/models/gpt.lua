@@ -67,25 +67,10 @@ end
 -- q, k, v: [B, H, T, D] (last dim contiguous). Causal attention with dropout on the weights.
 -- A key/value cache (generation) passes Tq < Tk: the new queries come after every cached key,
 -- so they see all of them, and the causal mask applies among the new ones only.
--- Until the fused op lands: the same attention composed from matmul, masked_fill and softmax.
-local function sdpa(q, k, v, o)
-  local Tq, Tk = q:size(3), k:size(3)
-  local att = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(q:size(4)))
-  if o.is_causal then
-    att = att:masked_fill(ember().ones(Tq, Tk, { dtype = 'bool' }):triu(1):to(q:device()), -math.huge)
-  elseif o.attn_mask then
-    att = att:masked_fill(o.attn_mask:logical_not(), -math.huge)
-  end
-  att = att:softmax(-1)
-  if o.dropout_p and o.dropout_p > 0 then att = F().dropout(att, o.dropout_p, true) end
-  return att:matmul(v)
-end
-
 local function attend(q, k, v, dropout_p)
+  local sdpa = F().scaled_dot_product_attention
   local Tq, Tk = q:size(3), k:size(3)
-  if Tq == Tk then
-    return sdpa(q, k, v, { is_causal = true, dropout_p = dropout_p })
-  end
+  if Tq == Tk then return sdpa(q, k, v, { is_causal = true, dropout_p = dropout_p }) end
   if Tq == 1 then return sdpa(q, k, v, { dropout_p = dropout_p }) end
   -- Tq new queries at positions Tk-Tq+1..Tk: key j is visible to query i when j <= Tk - Tq + i
   local mask = ember().ones(Tq, Tk, { dtype = 'bool' }):tril(Tk - Tq):to(q:device())
@@ -101,9 +86,9 @@ function CausalSelfAttention:__init(c)
   self:add_module('resid_dropout', nn().Dropout(c.dropout))
 end
 
--- x: [B*T, C]. cache (optional, generation): a table {k =, v =} per layer holding the keys and
--- values of the earlier positions, [B, H, Tpast, D]; the new ones are appended to it.
-function CausalSelfAttention:forward(x, B, T, cache)
+-- x: [B*T, C]. cache (optional, generation): an ember.generation.KVCache holding the keys and
+-- values of the earlier positions; the new ones are appended to layer `layer` of it.
+function CausalSelfAttention:forward(x, B, T, cache, layer)
   local C, H = self.n_embd, self.n_head
   local D = C / H
   local qkv = self.c_attn(x)                       -- [B*T, 3C]
@@ -111,7 +96,7 @@ function CausalSelfAttention:forward(x, B, T, cache)
     return qkv:narrow(2, i * C + 1, C):view(B, T, H, D):transpose(2, 3)
   end
   local q, k, v = heads(0), heads(1), heads(2)
-  if cache then k, v = cache:append(k, v) end
+  if cache then k, v = cache:append(layer, k, v) end
   local p = self.training and self.dropout or 0
   local y = attend(q, k, v, p)                     -- [B, H, T, D]
   y = y:transpose(2, 3):contiguous():view(B * T, C)
@@ -136,8 +121,8 @@ function Block:__init(c)
   self:add_module('ln_2', nn().LayerNorm(c.n_embd))
   self:add_module('mlp', MLP(c))
 end
-function Block:forward(x, B, T, cache)
-  x = x + self.attn(self.ln_1(x), B, T, cache)
+function Block:forward(x, B, T, cache, layer)
+  x = x + self.attn(self.ln_1(x), B, T, cache, layer)
   return x + self.mlp(self.ln_2(x))
 end
 
@@ -173,12 +158,13 @@ function GPT:num_params()
 end
 
 -- idx: int64 [B, T] of token ids 1..vocab_size, T <= block_size. Returns the logits
--- [B, T, vocab_size]. cache (a KVCache, generation): the keys and values of the positions
--- before idx, which idx continues; its length is where idx's positions start.
+-- [B, T, vocab_size]. cache (an ember.generation.KVCache, generation: M.cache makes one): the
+-- keys and values of the positions before idx, which idx continues; its length is where idx's
+-- positions start.
 function GPT:forward(idx, cache)
   local c = self.config
   local B, T = idx:size(1), idx:size(2)
-  local past = cache and cache:length() or 0
+  local past = cache and cache.len or 0
   if past + T > c.block_size then
     error(('GPT: cannot forward a sequence of length %d, the block size is %d'):format(past + T,
       c.block_size), 2)
@@ -188,9 +174,8 @@ function GPT:forward(idx, cache)
   local x = t.wte(idx:reshape(B * T)):view(B, T, c.n_embd) + t.wpe(pos)
   x = t.drop(x:view(B * T, c.n_embd))
   for i, block in t.h:ipairs() do
-    x = block(x, B, T, cache and cache:layer(i))
+    x = block(x, B, T, cache, i)
   end
-  if cache then cache.n = past + T end
   x = t.ln_f(x)
   local logits
   if self.lm_head then logits = self.lm_head(x) else logits = x:mm(t.wte.weight:t()) end
@@ -229,89 +214,38 @@ function M.lr_at(step, o)
 end
 
 -- ---- generation -----------------------------------------------------------------------------
--- One token id (1-based) drawn from logits [V] (float32): divided by the temperature, cut to
--- the top_k most likely (when given), softmax, then inverse CDF at one uniform draw.
--- temperature 0 picks the most likely token.
-function M.sample_logits(logits, o)
-  local E = ember()
-  logits = logits:float()
-  if o.temperature == 0 then return logits:argmax(1):item() end
-  logits = logits / o.temperature
-  local V = logits:size(1)
-  if o.top_k and o.top_k > 0 and o.top_k < V then
-    local kth = logits:topk(o.top_k):narrow(1, o.top_k, 1)
-    logits = logits:masked_fill(logits:lt(kth), -math.huge)
-  end
-  local cdf = logits:softmax(1):cumsum(1)
-  local u = E.rand(1, { device = logits:device() })
-  return math.min(cdf:lt(u):sum():item() + 1, V)
-end
-
--- ---- a key/value cache for incremental decoding ------------------------------------------------
--- Each layer's keys and values live in buffers [B, H, capacity, D] allocated once (at the first
--- append, in the dtype of the keys: 16-bit under autocast); appending writes the new positions
--- in place, and attention reads a view of the filled part, so nothing is copied per step.
-local KVCache = {}
-KVCache.__index = KVCache
-
-function M.KVCache(capacity)
-  return setmetatable({ capacity = capacity, n = 0, layers = {} }, KVCache)
-end
-
-function KVCache:length() return self.n end
-function KVCache:reset() self.n = 0 end
-
-local Layer = {}
-Layer.__index = Layer
-
-function KVCache:layer(i)
-  local l = self.layers[i]
-  if not l then
-    l = setmetatable({ cache = self }, Layer)
-    self.layers[i] = l
-  end
-  return l
-end
-
--- k, v [B, H, T, D] of the new positions; returns the keys and values of every position so far.
-function Layer:append(k, v)
-  local c = self.cache
-  local n, T = c.n, k:size(3)
-  if n + T > c.capacity then
-    error(('KVCache: %d positions do not fit in a cache of %d'):format(n + T, c.capacity), 3)
-  end
-  if not self.k or self.k:dtype() ~= k:dtype() or self.k:size(1) ~= k:size(1) then
-    local size = { k:size(1), k:size(2), c.capacity, k:size(4) }
-    self.k = ember().empty(size, { dtype = k:dtype(), device = k:device() })
-    self.v = ember().empty(size, { dtype = v:dtype(), device = v:device() })
-  end
-  self.k:narrow(3, n + 1, T):copy_(k)
-  self.v:narrow(3, n + 1, T):copy_(v)
-  return self.k:narrow(3, 1, n + T), self.v:narrow(3, 1, n + T)
+-- A key/value cache for incremental decoding of `batch` sequences (ember.generation.KVCache):
+-- each layer's keys and values in buffers of block_size positions allocated once; each step
+-- writes its new positions in place and attends over views of the filled part.
+function M.cache(model, batch, dtype)
+  local c = model.config
+  return ember().generation.KVCache { layers = c.n_layer, batch = batch or 1, heads = c.n_head,
+    head_dim = c.n_embd / c.n_head, max_len = c.block_size, dtype = dtype,
+    device = model.transformer.wte.weight:device() }
 end
 
 -- Continues the ids in `prompt` (a Lua list of ids 1..V, at least one) by n tokens and returns
--- the new ids (a Lua list). opts: temperature (1), top_k (none), cache (true: incremental
--- decoding with a KVCache; false: every step recomputes the last block_size positions, as
--- nanoGPT's generate). The model runs in evaluation mode without gradients. With the cache,
--- a context that reaches block_size is cut to its last half and recomputed (the position
--- embeddings end there), so later tokens see at least half a block.
+-- the new ids (a Lua list). opts: temperature (1; 0 is greedy), top_k, top_p (as
+-- ember.generation.sample), cache (true: incremental decoding with a key/value cache; false:
+-- every step recomputes the last block_size positions, as nanoGPT's generate). The model runs
+-- in evaluation mode without gradients. With the cache, a context that reaches block_size is
+-- cut to its last half and recomputed (the position embeddings end there), so later tokens see
+-- at least half a block.
 function M.generate(model, prompt, n, opts)
   local E = ember()
   opts = opts or {}
   local c = model.config
   local device = model.transformer.wte.weight:device()
   local use_cache = opts.cache ~= false
-  local cache = use_cache and M.KVCache(c.block_size) or nil
+  local cache = use_cache and M.cache(model, 1) or nil
   local ids, out = {}, {}
   for i, v in ipairs(prompt) do ids[i] = v end
-  local sampling = { temperature = opts.temperature or 1, top_k = opts.top_k }
-  local function forward(from)
+  local sampling = { temperature = opts.temperature or 1, top_k = opts.top_k, top_p = opts.top_p }
+  local function next_logits(from)
     local ctx = {}
     for i = from, #ids do ctx[#ctx + 1] = ids[i] end
     local idx = E.tensor({ ctx }, { dtype = 'int64' }):to(device)
-    local logits = model(idx, cache)
-    return logits[1][#ctx]
+    return model(idx, cache)[1][#ctx]
   end
   local was_training = model.training
   model:evaluate()
@@ -320,15 +254,15 @@ function M.generate(model, prompt, n, opts)
     for _ = 1, n do
       local logits
       if not use_cache then
-        logits = forward(math.max(1, #ids - c.block_size + 1))
+        logits = next_logits(math.max(1, #ids - c.block_size + 1))
       else
-        if cache:length() + (#ids - pending + 1) > c.block_size then
+        if cache.len + (#ids - pending + 1) > c.block_size then
           cache:reset()
           pending = math.max(1, #ids - math.floor(c.block_size / 2) + 1)
         end
-        logits = forward(pending)
+        logits = next_logits(pending)
       end
-      local id = M.sample_logits(logits, sampling)
+      local id = E.generation.sample(logits, sampling):item() -- reads the token back
       pending = #ids + 1
       ids[#ids + 1] = id
       out[#out + 1] = id
