@@ -6,7 +6,8 @@ usage: torch_gpt_step.py CONFIG THREADS [--profile]
   CONFIG: small (batch 8, block 128, 4 layers, 4 heads, width 256, vocabulary 65)
           tiny  (batch 4, block 64, 2 layers, 4 heads, width 128, vocabulary 65)
   --profile: also print torch.autograd.profiler's table of the ops' self CPU time
-Prints "torch VERSION SECONDS_PER_STEP".
+Prints "torch VERSION SECONDS_PER_STEP CPU_SECONDS_PER_STEP" (the median wall time, and the
+process's CPU time per step over the timed runs: steadier on a shared machine).
 """
 import os
 import statistics
@@ -48,12 +49,14 @@ def main():
     per = (time.perf_counter() - t0) / 3
     inner = max(1, int(0.3 / max(per, 1e-7)))
     samples = []
+    c0 = time.process_time()
     for _ in range(7):
         t0 = time.perf_counter()
         for _ in range(inner):
             step()
         samples.append((time.perf_counter() - t0) / inner)
-    print("torch %s %.6f" % (torch.__version__, statistics.median(samples)))
+    cpu = (time.process_time() - c0) / (7 * inner)
+    print("torch %s %.6f %.6f" % (torch.__version__, statistics.median(samples), cpu))
     if "--profile" in sys.argv:
         with torch.autograd.profiler.profile() as prof:
             for _ in range(5):
