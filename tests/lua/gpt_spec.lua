@@ -127,6 +127,17 @@ describe('examples/gpt.lua', function()
     assert.are.same(x.vocab:totable(), y.vocab:totable())
   end)
 
+  it('trains in bfloat16 and float16 autocast (clipping the unscaled gradients)', function()
+    for _, p in ipairs({ 'bf16', 'fp16' }) do
+      local out, code = run(common .. ' --precision ' .. p .. ' --checkpoint ""')
+      assert.are.equal(0, code, out)
+      assert.is_truthy(out:find(', ' .. p .. ', 1 threads', 1, true), out)
+      local l = losses(out)
+      assert.are.equal(2, #l, out)
+      assert.is_true(tonumber(l[2][3]) < tonumber(l[1][3]), out)
+    end
+  end)
+
   it('generates from a checkpoint with examples/generate.lua', function()
     local ckpt = dir .. '/full.ckpt'
     local out, code = run('examples/generate.lua --checkpoint ' .. ckpt ..
