@@ -79,7 +79,7 @@ describe('examples/gpt.lua', function()
   os.execute('mkdir -p ' .. dir)
   local common = 'examples/gpt.lua --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4' ..
     ' --steps 8 --eval-interval 4 --eval-batches 2 --warmup 2 --lr 0.01 --threads 1 --seed 5' ..
-    ' --sample-tokens 20 --final-tokens 30'
+    ' --sample-tokens 20 --final-tokens 30 --dropout 0.1'
 
   local function losses(out)
     local r = {}
