@@ -69,6 +69,29 @@ describe('ember.models.gpt', function()
   end)
 end)
 
+describe('ember.precision: step with clipping', function()
+  -- SGD at lr 1 moves the weights by minus the (clipped) gradient: its norm is the clip value.
+  for _, p in ipairs({ 'fp32', 'fp16' }) do
+    it('clips the ' .. (p == 'fp16' and 'unscaled ' or '') .. 'gradients to the total norm (' .. p .. ')', function()
+      ember.manual_seed(2)
+      local lin = ember.nn.Linear(8, 4)
+      local params = lin:parameters()
+      local before = {}
+      for i, t in ipairs(params) do before[i] = t:detach():clone() end
+      local opt = ember.optim.SGD(params, { lr = 1 })
+      local recipe = require('ember.precision').new(p, 'cpu')
+      local x = ember.randn(16, 8)
+      local loss = recipe:forward(function() return (lin(x) ^ 2):mean() end)
+      recipe:step(loss, opt, { clip = 0.05, params = params })
+      local sq = 0
+      for i, t in ipairs(params) do sq = sq + ((t:detach() - before[i]) ^ 2):sum():item() end
+      assert.is_true(math.abs(math.sqrt(sq) - 0.05) < 1e-4, tostring(math.sqrt(sq)))
+      assert.has_error(function() recipe:step(loss, opt, { clip = 1 }) end,
+        'precision:step: expected opts.params (the parameters to clip) with opts.clip')
+    end)
+  end
+end)
+
 describe('examples/gpt.lua', function()
   if not have_data() then
     pending("Debian's fortunes package is not installed")
