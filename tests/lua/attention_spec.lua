@@ -278,10 +278,12 @@ describe('scaled_dot_product_attention backward', function()
     for _, nt in ipairs({ 1, 2 }) do
       ember.set_num_threads(nt)
       for _, c in ipairs({ { 1, 2, 2, 70, 130, false }, { 2, 2, 2, 130, 70, true },
-                           { 1, 4, 2, 65, 65, true }, { 3, 6, 3, 9, 9, false } }) do
+                           { 1, 4, 2, 65, 65, true }, { 3, 6, 3, 9, 9, false },
+                           { 1, 2, 1, 150, 140, true } }) do -- big enough for two threads
         H.seed(201)
         local B, Hq, Hkv, L, S, causal = unpack(c)
-        local q, k, v = leaf({ B, Hq, L, 4 }), leaf({ B, Hkv, S, 4 }), leaf({ B, Hkv, S, 5 })
+        local E = L > 100 and 24 or 4 -- enough work for two threads: the two-pass backward
+        local q, k, v = leaf({ B, Hq, L, E }), leaf({ B, Hkv, S, E }), leaf({ B, Hkv, S, 5 })
         local o = { is_causal = causal, enable_gqa = Hq ~= Hkv }
         local g = rnd({ B, Hq, L, 5 })
         local got = grads(sdpa(q, k, v, o), { q, k, v }, g)
@@ -425,6 +427,18 @@ describe('scaled_dot_product_attention errors', function()
     fails('unknown option dropout', sdpa, q, k, v, { dropout = 0.1 })
     fails('is_causal to be a boolean', sdpa, q, k, v, { is_causal = 1 })
     fails('attn_mask to be a tensor', sdpa, q, k, v, { attn_mask = 'x' })
+  end)
+
+  it('raises at the caller\'s line', function()
+    for _, f in ipairs({
+      function() local r = sdpa(q, k, v, { dropout = 0.1 }) return r end,
+      function() local r = sdpa(q, k, v, { is_causal = 1 }) return r end,
+      function() local r = sdpa(q, 1, v) return r end,
+      function() local r = sdpa(q, k, v, { dropout_p = 2 }) return r end,
+    }) do
+      local _, err = pcall(f)
+      assert.matches('attention_spec.lua:%d+: scaled_dot_product_attention', err)
+    end
   end)
 
   it('refuses tensors on different devices', function()

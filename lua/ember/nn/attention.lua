@@ -18,24 +18,25 @@ local names = { 'attn_mask', 'dropout_p', 'is_causal', 'scale', 'enable_gqa' }
 local known = {}
 for _, n in ipairs(names) do known[n] = true end
 
-local function fail(msg) error(FN .. ': ' .. msg, 3) end
+-- Raises at the caller of F.scaled_dot_product_attention; depth: the helpers between (0 or 1).
+local function fail(msg, depth) error(FN .. ': ' .. msg, 3 + (depth or 0)) end
 
 -- The options: a table of named ones, or PyTorch's positional arguments 4 to 8.
 local function options(...)
   local first = ...
   if type(first) == 'table' and not is_tensor(first) then
-    if select('#', ...) > 1 then fail('expected the options table as the last argument') end
+    if select('#', ...) > 1 then fail('expected the options table as the last argument', 1) end
     for k in pairs(first) do
       if not known[k] then
-        fail(('unknown option %s (expected attn_mask, dropout_p, is_causal, scale or enable_gqa)')
-          :format(tostring(k)))
+        fail(('unknown option %s (expected attn_mask, dropout_p, is_causal, scale or '
+          .. 'enable_gqa)'):format(tostring(k)), 1)
       end
     end
     return first
   end
   local o, args = {}, { ... }
   if select('#', ...) > #names then
-    fail(('expected at most %d arguments, got %d'):format(#names + 3, select('#', ...) + 3))
+    fail(('expected at most %d arguments, got %d'):format(#names + 3, select('#', ...) + 3), 1)
   end
   for i, n in ipairs(names) do o[n] = args[i] end
   return o
@@ -43,7 +44,9 @@ end
 
 local function boolean(what, v)
   if v == nil then return false end
-  if type(v) ~= 'boolean' then fail(('expected %s to be a boolean, got %s'):format(what, tostring(v))) end
+  if type(v) ~= 'boolean' then
+    fail(('expected %s to be a boolean, got %s'):format(what, tostring(v)), 1)
+  end
   return v
 end
 
@@ -65,16 +68,23 @@ function M.functional.scaled_dot_product_attention(query, key, value, ...)
     fail(('expected attn_mask to be a tensor or nil, got %s'):format(type(mask)))
   end
   local p = o.dropout_p or 0
-  if type(p) ~= 'number' then fail(('expected dropout_p to be a number, got %s'):format(tostring(p))) end
+  if type(p) ~= 'number' then
+    fail(('expected dropout_p to be a number, got %s'):format(tostring(p)))
+  end
   local scale = o.scale
-  if scale == nil then scale = 0 / 0 -- NaN: 1 / sqrt(E)
-  elseif type(scale) ~= 'number' then fail(('expected scale to be a number or nil, got %s'):format(tostring(scale)))
+  if scale == nil then
+    scale = 0 / 0 -- NaN: 1 / sqrt(E)
+  elseif type(scale) ~= 'number' then
+    fail(('expected scale to be a number or nil, got %s'):format(tostring(scale)))
   end
   local causal = boolean('is_causal', o.is_causal) and 1 or 0
   local gqa = boolean('enable_gqa', o.enable_gqa) and 1 or 0
   local mp = mask and mask.ptr or nil
-  local r = C.em_scaled_dot_product_attention(query.ptr, key.ptr, value.ptr, mp, p, causal, scale, gqa)
-  if r == nil and C.em_last_error_kind() ~= C.EM_ERR_OOM then error(ffi.string(C.em_last_error()), 2) end
+  local r = C.em_scaled_dot_product_attention(query.ptr, key.ptr, value.ptr, mp, p, causal, scale,
+    gqa)
+  if r == nil and C.em_last_error_kind() ~= C.EM_ERR_OOM then
+    error(ffi.string(C.em_last_error()), 2)
+  end
   local out = own(r, C.em_scaled_dot_product_attention, query.ptr, key.ptr, value.ptr, mp, p,
     causal, scale, gqa)
   return out

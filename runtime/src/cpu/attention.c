@@ -70,7 +70,7 @@ static char *row_at(const attn *a, const operand *o, int64_t b, int64_t h, int64
   return o->p + (size_t)(b * o->s[0] + h * o->s[1] + i * o->s[2]) * a->es;
 }
 
-/* ---- BLAS on tiles ----------------------------------------------------------------------------- */
+/* ---- BLAS on tiles --------------------------------------------------------------------------- */
 
 /* Row-major C [M, N] = alpha * op(A) op(B) + beta * C. K == 0 leaves beta * C. */
 static void gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
@@ -105,7 +105,7 @@ static int64_t pack_floats(const em_attn_geom *g) {
   return em_sg_round(x, EM_SG_NR) * x;
 }
 
-/* ---- typed tile helpers ------------------------------------------------------------------------ */
+/* ---- typed tile helpers ---------------------------------------------------------------------- */
 
 /* dst [rows, cols] (contiguous) = src rows (rs apart) * scale. */
 #define LOAD_TILE(NAME, T)                                                                     \
@@ -227,7 +227,7 @@ DSCORES(dscores_f64, double)
 ROWDOT(rowdot_f32, float)
 ROWDOT(rowdot_f64, double)
 
-/* ---- dropout ----------------------------------------------------------------------------------- */
+/* ---- dropout --------------------------------------------------------------------------------- */
 
 /* X [br, bc] (scores of rows i0.., keys j0.. of head (b, h)) *= kept / (1 - p): each score's
  * word is lane e % 4 of Philox block offset + e / 4 (nn.h). */
@@ -260,7 +260,7 @@ static void dropout(const attn *a, void *X, int64_t br, int64_t bc, int64_t b, i
   else dropout_f32(X, br, bc, e0, (uint64_t)g->Tk, g);
 }
 
-/* ---- work sharing ------------------------------------------------------------------------------ */
+/* ---- work sharing ---------------------------------------------------------------------------- */
 
 static int threads_for(const em_attn_geom *g, int64_t units) {
   if (omp_in_parallel()) return 1;
@@ -324,7 +324,7 @@ static void prod(const attn *a, float *pa, bool raw, bool ta, const void *A, int
   em_sgemm_packed(M, N, K, A, B, (float)beta, NULL, C, ldc);
 }
 
-/* ---- workspaces ----------------------------------------------------------------------------------- */
+/* ---- workspaces ------------------------------------------------------------------------------ */
 
 /* Every buffer of a thread's workspace holds any tile or prepared operand: X x X elements
  * with X = max(64, D, Dv), the packed forms' padding included. */
@@ -341,7 +341,7 @@ static void *ws_buf(const attn *a, char *ws, int i) {
   return ws + (size_t)i * ((buf_bytes(a) + 63) / 64 * 64);
 }
 
-/* ---- forward ----------------------------------------------------------------------------------- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 typedef struct fwd_ws {
   void *Q, *K, *V, *S, *O;
@@ -457,7 +457,7 @@ int em_cpu_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const e
   return run_units("scaled_dot_product_attention", &a, units, ws_bytes(&a, FWD_BUFS), fwd_body);
 }
 
-/* ---- backward ---------------------------------------------------------------------------------- */
+/* ---- backward -------------------------------------------------------------------------------- */
 
 /* Q and dO are prepared as left (Qa, dOa) and right (Qb, dOb) operands, K and V as right
  * operands transposed (Kt, Vt) and K as is, scaled (Ks, for dQ). */

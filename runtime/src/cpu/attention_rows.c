@@ -56,7 +56,8 @@ AVX512 static float row_exp(float *s, int64_t n, float m) {
 }
 
 AVX512 static void row_zero(float *s, int64_t n) {
-  for (int64_t j = 0; j < n; j += 16) _mm512_mask_storeu_ps(s + j, tail(n - j), _mm512_setzero_ps());
+  for (int64_t j = 0; j < n; j += 16)
+    _mm512_mask_storeu_ps(s + j, tail(n - j), _mm512_setzero_ps());
 }
 
 AVX512 void em_attn_online_f32(float *S, int64_t br, int64_t bc, double *m, double *l,

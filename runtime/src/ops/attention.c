@@ -28,7 +28,7 @@
 
 static bool is_half(int dt) { return dt == EM_FLOAT16 || dt == EM_BFLOAT16; }
 
-/* ---- views ------------------------------------------------------------------------------------ */
+/* ---- views ----------------------------------------------------------------------------------- */
 
 /* t [batch..., H, T, D] as a [B, H, T, D] view: the batch dims merged into one (stride 0 when
  * there are none). When they cannot merge (a permuted batch), or unit_last asks for a stride-1
@@ -88,7 +88,7 @@ static em_tensor *mask4(const em_tensor *mask, const em_tensor *q, int64_t S) {
   return r;
 }
 
-/* ---- checks ----------------------------------------------------------------------------------- */
+/* ---- checks ---------------------------------------------------------------------------------- */
 
 static const char *arg_names[4] = {"query", "key", "value", "attn_mask"};
 
@@ -137,7 +137,8 @@ static int check_args(const em_tensor *q, const em_tensor *k, const em_tensor *v
       return shape_error("expected the same batch dims (before the heads) in query, key and "
                          "value", q, k, v);
   int64_t Hq = q->sizes[n - 3], Hkv = k->sizes[n - 3];
-  if (v->sizes[n - 3] != Hkv) return shape_error("expected key and value with one head count", q, k, v);
+  if (v->sizes[n - 3] != Hkv)
+    return shape_error("expected key and value with one head count", q, k, v);
   if (k->sizes[n - 2] != v->sizes[n - 2])
     return shape_error("expected key and value of one length (dim -2)", q, k, v);
   if (k->sizes[n - 1] != q->sizes[n - 1])
@@ -174,7 +175,7 @@ static int check_args(const em_tensor *q, const em_tensor *k, const em_tensor *v
   return 0;
 }
 
-/* ---- the op ----------------------------------------------------------------------------------- */
+/* ---- the op ---------------------------------------------------------------------------------- */
 
 /* The log-sum-exp rows' dtype: float32, float64 for float64 inputs (nn.h). */
 static em_dtype lse_dtype(int dt) { return dt == EM_FLOAT64 ? EM_FLOAT64 : EM_FLOAT32; }
@@ -252,7 +253,7 @@ em_tensor *em_scaled_dot_product_attention(const em_tensor *query, const em_tens
   return r;
 }
 
-/* ---- the fused backward ----------------------------------------------------------------------- */
+/* ---- the fused backward ---------------------------------------------------------------------- */
 
 int em_nn_attention_backward(const em_tensor *gout, const em_tensor *q, const em_tensor *k,
                              const em_tensor *v, const em_tensor *out, const em_tensor *lse,
