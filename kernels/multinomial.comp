@@ -8,10 +8,10 @@
 // addition and the multiplication single IEEE operations (no contraction or reassociation).
 //
 // With replacement the lanes draw in parallel, a row's draws spread over workgroups (grid y)
-// in spans of 8192, each workgroup summing the row's chunks itself. Without replacement nothing is drawn here: each
-// weight is replaced by its exponential-race key -log(u) / w (u in (0, 1] from word r K + i,
-// +inf for a zero weight), and the definition takes the n smallest keys of each row (a stable
-// sort), which is sampling without replacement exactly.
+// in spans of 8192, each workgroup summing the row's chunks itself. Without replacement
+// nothing is drawn here: each weight is replaced by its exponential-race key -log(u) / w (u in
+// (0, 1] from word r K + i, +inf for a zero weight), and the definition takes the n smallest
+// keys of each row (a stable sort), which is sampling without replacement exactly.
 //
 // Loops are kept short per invocation: lavapipe (llvmpipe) ends an invocation's loops after
 // about 65535 iterations in all, so no lane walks a row alone or draws more than 32 times

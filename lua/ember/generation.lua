@@ -69,7 +69,8 @@ local sample_keys = { temperature = true, top_k = true, top_p = true }
 -- sample(logits [, {temperature = 1, top_k = nil, top_p = nil}]) -> the next token of each
 -- row: [B, 1] 1-based int64 for [B, V] logits, [1] for [V]. temperature 0 is greedy (argmax,
 -- the first maximum). top_k keeps the k largest logits, top_p the nucleus of mass p, applied
--- in that order after the temperature, as Hugging Face's generate does.
+-- in that order after the temperature, as Hugging Face's generate does. 16-bit logits (and
+-- float64 ones off the CPU) are filtered and sampled in float32.
 function M.sample(logits, opts)
   local fn = 'sample'
   if not is_tensor(logits) then error(fn .. ': expected a tensor of logits, got ' .. type(logits), 2) end
@@ -91,7 +92,8 @@ function M.sample(logits, opts)
   if top_p ~= nil then number_in(fn, 'top_p', top_p, 0, 1, true) end
   if V == 0 then error(fn .. ': expected at least one token, got an empty vocabulary', 2) end
   if temperature == 0 then return logits:argmax(-1, true) end
-  local x = logits:dtype() == 'float64' and logits or logits:float()
+  -- float64 stays float64 on the CPU; elsewhere the draw is float32 (multinomial's kernel)
+  local x = (logits:dtype() == 'float64' and logits:device() == 'cpu') and logits or logits:float()
   if temperature ~= 1 then x = x / temperature end
   if top_k then x = M.top_k_filter(x, top_k) end
   if top_p then x = M.top_p_filter(x, top_p) end
