@@ -62,6 +62,26 @@ describe('ember.models.gpt', function()
     for _, id in ipairs(long) do assert.is_true(id >= 1 and id <= 20) end
   end)
 
+  it("trains as PyTorch's nanoGPT model does from the same weights (golden/make_gpt.py)", function()
+    local golden = dofile('tests/lua/golden/gpt_tiny.lua')
+    local m = G.GPT(golden.config)
+    local sd = {}
+    for name, w in pairs(golden.weights) do sd[name] = ember.tensor(w.values):view(w.shape) end
+    m:load_state_dict(sd)
+    local x = ember.tensor(golden.x, { dtype = 'int64' })
+    local y = ember.tensor(golden.y, { dtype = 'int64' })
+    local opt = G.optimizer(m, { lr = 1e-2, weight_decay = 0.1 })
+    for i, want in ipairs(golden.steps) do
+      opt:zero_grad()
+      local loss = m:loss(x, y)
+      loss:backward()
+      local norm = ember.nn.utils.clip_grad_norm_(m:parameters(), 1.0)
+      opt:step()
+      assert.is_true(math.abs(loss:item() - want[1]) < 1e-5, ('step %d loss %.7f, PyTorch %.7f'):format(i, loss:item(), want[1]))
+      assert.is_true(math.abs(norm - want[2]) < 1e-5, ('step %d norm %.7f, PyTorch %.7f'):format(i, norm, want[2]))
+    end
+  end)
+
   it('checks its config', function()
     assert.has_error(function() G.GPT { n_embd = 10, n_head = 3 } end,
       'GPT: n_embd (10) must be divisible by n_head (3)')
