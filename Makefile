@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test bench asan clean
+.PHONY: all deps build run gpt test bench asan clean
 
 all: build
 
@@ -15,6 +15,9 @@ build: deps
 
 run: build
 	./$(BUILD)/ember examples/fashion_mnist.lua
+
+gpt: build
+	./$(BUILD)/ember examples/gpt.lua
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure

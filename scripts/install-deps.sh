@@ -12,7 +12,7 @@ packages=(
   luajit libluajit-5.1-dev lua-busted
   libopenblas-dev libopenblas-openmp-dev libreadline-dev zlib1g-dev
   libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-validationlayers
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
   tmux python3-numpy
   python3 dpkg-dev debian-archive-keyring
 )

@@ -7,6 +7,7 @@
 --   local p = require('ember.precision').new('bf16', device)
 --   local loss = p:forward(function() return criterion(model(x), y) end)
 --   p:step(loss, optimizer)       -- backward (scaled for fp16), step, scale update
+--   p:step(loss, optimizer, { clip = 1.0, params = model:parameters() })  -- clipped gradients
 local M = {}
 
 M.dtypes = { fp32 = false, bf16 = 'bfloat16', fp16 = 'float16' }
@@ -48,13 +49,25 @@ end
 -- backward and the optimizer step (loss scaling for fp16). Returns nothing: a scaled step with
 -- inf/NaN gradients is skipped, as PyTorch's GradScaler does, but the host learns so only
 -- later (GradScaler:step records the step without waiting for the verdict; docs/amp.md).
-function Recipe:step(loss, optimizer)
+-- opts.clip (optional): clip the gradients of opts.params to that total 2-norm before the
+-- step (clip_grad_norm_), unscaled first for fp16 as PyTorch's recipe does.
+function Recipe:step(loss, optimizer, opts)
+  local clip = opts and opts.clip
+  if clip and type(opts.params) ~= 'table' then
+    error('precision:step: expected opts.params (the parameters to clip) with opts.clip', 2)
+  end
+  local clip_grad_norm_ = clip and require('ember.optim.clip').clip_grad_norm_
   if not self.scaler then
     loss:backward()
+    if clip then clip_grad_norm_(opts.params, clip) end
     optimizer:step()
     return
   end
   self.scaler:scale(loss):backward()
+  if clip then
+    self.scaler:unscale_(optimizer)
+    clip_grad_norm_(opts.params, clip)
+  end
   self.scaler:step(optimizer)
   self.scaler:update()
 end

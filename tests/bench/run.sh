@@ -13,6 +13,7 @@ echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo 
 "./$BUILD/ember" tests/bench/elementwise.lua
 "./$BUILD/ember" tests/bench/training.lua
 "./$BUILD/ember" tests/bench/gpt_ops.lua
+"./$BUILD/ember" tests/bench/gpt_step.lua
 # The GPU section, when Ember sees a Vulkan GPU (not a CPU-type driver such as lavapipe): the
 # elementwise bandwidth and matmul against PyTorch CUDA (when python3 has it), and the training
 # step per device. tests/gpu/run.sh runs the same on a GPU machine without packages.

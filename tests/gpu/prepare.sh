@@ -6,6 +6,8 @@
 #   .gpu/lua/share/   busted's pure-Lua modules (luassert, say) for tests/gpu/specs.lua
 #   .gl/              the Vulkan loader and the GL dispatch libraries NVIDIA's driver loads
 #                     (.debs, unpacked there by run.sh)
+#   .data/fortunes/   the plain-text fortune files of Debian's fortunes package (the GPT main
+#                     job's text; carry .data)
 # None of it is committed (.gitignore). Pass the ignored folders to the device call (carry
 # .gpu and .gl). The shader compiler is the build's (docs/toolchain.md: the cached glslang 15.1
 # builds the GL_KHR_cooperative_matrix and GL_NV_cooperative_matrix2 kernels, Debian 12's
@@ -34,5 +36,9 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
   o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
   apt-get "${o[@]}" update >/dev/null
   (cd .gl && apt-get "${o[@]}" download libvulkan1 libglvnd0 libegl1 libopengl0 libgl1 libglx0 libgles2)
+fi
+if [ -d /usr/share/games/fortunes ]; then
+  mkdir -p .data/fortunes
+  find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.*' -exec cp {} .data/fortunes/ \;
 fi
 echo "prepared: $(du -sh .gpu | cut -f1) in .gpu, $(ls .gl/*.deb | wc -l) packages in .gl"

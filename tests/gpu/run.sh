@@ -4,11 +4,12 @@
 # PyTorch CUDA, and the main job on the GPU. Expects the static program in .gpu/ember, its
 # libraries in .gpu/lib, busted's pure-Lua modules (luassert, say) in .gpu/lua/share and the
 # Vulkan loader's .debs in .gl/ (and, for the main job, Fashion-MNIST's IDX files in
-# .data/fashion-mnist). Results go to $OUT (or /tmp/ember-gpu).
+# .data/fashion-mnist; for the GPT main job, the fortune files in .data/fortunes, which
+# prepare.sh copies). Results go to $OUT (or /tmp/ember-gpu).
 # STEPS picks a subset (one device call is limited to 10 minutes), e.g.
 #   STEPS='specs matmul' bash tests/gpu/run.sh
-# The steps: specs elementwise matmul index transfer random attention training main-job (all by
-# default).
+# The steps: specs elementwise matmul index transfer random attention training main-job gpt
+# gpt-job (all by default).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ember-gpu}
@@ -24,7 +25,7 @@ chmod +x /tmp/ember-shim/luajit
 export PATH=/tmp/ember-shim:$PATH
 E=.gpu/ember
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-want() { [[ " ${STEPS:-specs elementwise matmul index transfer random attention training main-job} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-specs elementwise matmul index transfer random attention training main-job gpt gpt-job} " == *" $1 "* ]]; }
 step() { echo "== $*"; }
 if want specs; then step specs; SPECS_VERBOSE=1 timeout 500 $E tests/gpu/specs.lua tests/lua/vulkan*_spec.lua > "$OUT/specs.txt" 2>&1; grep -v "^\.\. " "$OUT/specs.txt" | tail -40; fi
 if want elementwise; then step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"; fi
@@ -49,4 +50,17 @@ if want main-job; then
   for p in ${MAIN_PRECISIONS:-fp32}; do
     timeout ${MAIN_JOB_TIMEOUT:-200} $E examples/fashion_mnist.lua --device vulkan --epochs ${EPOCHS:-6} --precision $p --checkpoint "" --data "$DATA" 2>&1 | grep -v '%' | tee -a "$OUT/main_job.txt"
   done
+fi
+if want gpt; then
+  # nanoGPT's char config: one training step per precision and generation with a KV cache,
+  # against PyTorch CUDA (fp32 + SDPA, bf16 autocast + SDPA) in the same run
+  step gpt
+  timeout ${GPT_TIMEOUT:-400} $E tests/gpu/gpt.lua vulkan 2>&1 | tee "$OUT/gpt.txt"
+fi
+if want gpt-job; then
+  # the second main job on the GPU (its defaults, or GPT_ARGS, e.g. '--precision bf16')
+  step gpt-job
+  DATA=/usr/share/games/fortunes
+  [ -d "$DATA" ] || DATA=.data/fortunes
+  timeout ${GPT_JOB_TIMEOUT:-400} $E examples/gpt.lua --device vulkan --checkpoint "" --data "$DATA" ${GPT_ARGS:-} 2>&1 | tee -a "$OUT/gpt_job.txt"
 fi
