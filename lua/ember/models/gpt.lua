@@ -1,8 +1,8 @@
 -- ember.models.gpt: a GPT language model in the form of nanoGPT (Karpathy's model.py), shared by
 -- the second main job (examples/gpt.lua), examples/generate.lua, the benchmarks
 -- (tests/bench/gpt_step.lua, tests/gpu/gpt.lua) and the tests. PyTorch's version of the same
--- model is examples/gpt_torch.py; the parameter names are nanoGPT's (with 1-based block
--- numbers), so weights convert by name.
+-- model is examples/gpt_torch.py; the parameter names are nanoGPT's (transformer.h.0.attn...),
+-- so weights convert by name.
 --
 --   local G = require 'ember.models.gpt'
 --   local model = G.GPT{ vocab_size = 65, block_size = 256, n_layer = 6, n_head = 6,

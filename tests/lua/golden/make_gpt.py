@@ -1,7 +1,7 @@
 """Writes gpt_tiny.lua: PyTorch's reference for tests/lua/gpt_spec.lua's check of ember.models.gpt.
 
 A tiny GPT of examples/gpt_torch.py (nanoGPT's model; vocabulary 10, block 8, 1 layer, 2 heads,
-width 8) with its initial weights under Ember's parameter names (block numbers 1-based, the
+width 8) with its initial weights under PyTorch's parameter names, which are Ember's (the
 tied LM head left out), one batch of ids (1-based), and the loss and gradient norm of three
 training steps with gpt_torch.optimizer (AdamW, lr 1e-2, weight decay 0.1 on the 2-D weights,
 betas 0.9/0.99) and clip_grad_norm_(1.0). Ember loads the weights and must find the same
@@ -35,10 +35,7 @@ def main():
     for name, p in model.named_parameters():
         if name == "lm_head.weight":
             continue  # tied to transformer.wte.weight
-        parts = name.split(".")
-        if parts[1] == "h":
-            parts[2] = str(int(parts[2]) + 1)
-        weights[".".join(parts)] = p.detach().clone()
+        weights[name] = p.detach().clone()  # Ember's lists use PyTorch's 0-based names
     x = torch.randint(0, 10, (2, 8))
     y = torch.randint(0, 10, (2, 8))
     opt = optimizer(model, 1e-2, 0.1)
