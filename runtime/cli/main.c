@@ -202,11 +202,14 @@ static int apply_device_env(lua_State *L) {
  * before they sleep. On a machine whose cores are shared with other work, a spinning thread
  * takes the core the thread it waits for needs: a CNN training step measured 24 ms on a quiet
  * 2-core machine and 200-290 ms while another process ran, against 50 ms with a short spin.
+ * A GPT step has many more, shorter regions: its tiny config (docs/performance.md) took 75 ms
+ * at a spin of 20000 with another process running and 15 ms at 1000, while on a quiet machine
+ * 1000 costs it 5-10% (about 10 ms against 9.5). 1000 is the default: robust first.
  * libgomp reads its settings when it is loaded, before main, so the program sets a shorter
  * spin and starts itself again; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept. */
 static void tune_openmp(char **argv) {
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("EMBER_OPENMP_TUNED")) return;
-  setenv("GOMP_SPINCOUNT", "20000", 1);
+  setenv("GOMP_SPINCOUNT", "1000", 1);
   /* OpenBLAS's own threads (Debian's pthreads build) busy-wait 2^28 cycles (about 0.1 s)
    * after each call before they sleep; 2^18 cycles is about as long as libgomp's spin above. */
   if (getenv("OPENBLAS_THREAD_TIMEOUT") == NULL) setenv("OPENBLAS_THREAD_TIMEOUT", "18", 1);
