@@ -20,36 +20,9 @@ local function ember() return require 'ember' end
 local function F() return require('ember.nn').functional end
 
 -- ---- arguments -------------------------------------------------------------------------------
-local function positive_int(fn, what, v, level)
-  if type(v) ~= 'number' or v < 1 or v ~= math.floor(v) then
-    error(('%s: expected %s to be a positive integer, got %s'):format(fn, what, tostring(v)), level + 1)
-  end
-end
-
-local function check_options(fn, opts, allowed, level)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then
-    error(('%s: expected a table of options, got %s'):format(fn, type(opts)), level + 1)
-  end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(('%s: unknown option %s (expected one of %s)'):format(fn, tostring(k),
-        table.concat(names, ', ')), level + 1)
-    end
-  end
-  return opts
-end
-
-local function boolean(fn, what, v, default, level)
-  if v == nil then return default end
-  if type(v) ~= 'boolean' then
-    error(('%s: expected %s to be a boolean, got %s'):format(fn, what, tostring(v)), level + 1)
-  end
-  return v
-end
+local args = require 'ember.nn.args'
+local check_options, boolean = args.options, args.boolean
+local function positive_int(fn, what, v, level) args.positive_int(fn, what, v, level + 1) end
 
 local function need_tensor(fn, what, v, level)
   if not ember().is_tensor(v) then

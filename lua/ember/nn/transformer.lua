@@ -22,49 +22,14 @@ local function nn() return require 'ember.nn' end
 local function F() return require('ember.nn').functional end
 
 -- ---- argument checks -------------------------------------------------------------------------
-local function check_options(fn, opts, allowed, level)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' or is_tensor(opts) then
-    error(('%s: expected an options table, got %s'):format(fn, type(opts)), level + 1)
-  end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(('%s: unknown option %s (expected %s)'):format(fn, tostring(k),
-        table.concat(names, ', ')), level + 1)
-    end
-  end
-  return opts
-end
-
-local function set(list)
-  local s = {}
-  for _, v in ipairs(list) do s[v] = true end
-  return s
-end
-
-local function positive_int(fn, what, v, level)
-  if type(v) ~= 'number' or v < 1 or v ~= math.floor(v) then
-    error(('%s: expected %s to be a positive integer, got %s'):format(fn, what, tostring(v)),
-      level + 1)
-  end
-  return v
-end
+local args = require 'ember.nn.args'
+local check_options, set, opt_bool = args.options, args.set, args.boolean
+local function positive_int(fn, what, v, level) return args.positive_int(fn, what, v, level + 1) end
 
 local function probability(fn, what, v, level)
   if type(v) ~= 'number' or v < 0 or v > 1 then
     error(('%s: expected %s to be a probability in [0, 1], got %s'):format(fn, what,
       tostring(v)), level + 1)
-  end
-  return v
-end
-
-local function opt_bool(fn, what, v, default, level)
-  if v == nil then return default end
-  if type(v) ~= 'boolean' then
-    error(('%s: expected %s to be a boolean, got %s'):format(fn, what, tostring(v)), level + 1)
   end
   return v
 end
