@@ -5,9 +5,9 @@
 // every q head sharing that k/v head (grouped-query attention sums them here, no atomics) and
 // their query rows in tiles of BQ = 16 (causal: from the first row that can see these keys):
 // the scores s = q . k and dp = gout . v (chunks of 32 of D and Dv, the query tile's chunk in
-// shared memory, the key's from Kt/Vt below), p = exp(s - lse') (0 where masked), the dropout's
-// keep factor z, then gv += z p gout and gk += p (z dp - delta) q over its columns (the query
-// tile staged in shared memory); gk is scaled at the end. With D, Dv <= 64 the query tile is
+// shared memory, the key's in registers), p = exp(s - lse') (0 where masked), the dropout's keep
+// factor z, then gv += z p gout and gk += p (z dp - delta) q over its columns (the query tile
+// staged in shared memory); gk is scaled at the end. With D, Dv <= 64 the query tile is
 // staged once per tile for both (`whole`).
 //
 // The grid: x = key blocks * column blocks, y = k/v head, z = batch.
@@ -16,11 +16,6 @@
 
 layout(local_size_x = 64) in;
 const uint BK = 64u, BQ = 16u, DCH = 32u, CC = 64u;
-// The workgroup's keys and values, their first KC dims, staged once in shared memory, dim-major
-// (Kt[d / 4][key]: each invocation reads its own key's vec4s without bank conflicts) instead
-// of every invocation reloading its row from global memory per query tile (uncoalesced loads,
-// as many as the tile's multiply-adds / 32). Dims past KC are still read from global memory.
-const uint KC = 64u;
 
 layout(std430, binding = 0) buffer BOK { uint w[]; } okb;
 layout(std430, binding = 1) buffer BOV { uint w[]; } ovb;
@@ -29,8 +24,6 @@ shared vec4 Qs[BQ][DCH / 4u];
 shared vec4 Qc[BQ][CC / 4u];
 shared vec4 Gc[BQ][CC / 4u];
 shared vec2 Ss[BQ];
-shared vec4 Kt[KC / 4u][BK];
-shared vec4 Vt[KC / 4u][BK];
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -45,18 +38,9 @@ void main() {
 
   vec4 ak[CC / 4u], av[CC / 4u];
   for (uint c = 0u; c < CC / 4u; c++) ak[c] = vec4(0.0), av[c] = vec4(0.0);
-  {
-    uint kb0 = pc.k_base + b * pc.k_sb + kh * pc.k_sh, vb0 = pc.v_base + b * pc.v_sb + kh * pc.v_sh;
-    for (uint t = tid; t < BK * KC; t += 64u) {
-      uint jj = t / KC, dd = t % KC, jk = kblk * BK + jj;
-      Kt[dd >> 2][jj][dd & 3u] = (jk < pc.Tk && dd < D) ? LDX(kb, kb0 + jk * pc.k_st + dd) : 0.0;
-      Vt[dd >> 2][jj][dd & 3u] = (jk < pc.Tk && dd < Dv) ? LDX(vb, vb0 + jk * pc.v_st + dd) : 0.0;
-    }
-    barrier();
-  }
   uint istart = CAUSAL ? (kblk * BK / BQ) * BQ : 0u;  // rows i < first key see none of them
-  // D, Dv <= 64 (one column block): the keys' and values' dims all in Kt, Vt, and q's and
-  // gout's tile staged once per tile (up to the chunk of DCH holding the last dim)
+  // D, Dv <= 64 (one column block): q's and gout's tile staged once per tile for both the
+  // products (up to the chunk of DCH holding the last dim) and the sums
   bool whole = c0 == 0u && D <= CC && Dv <= CC;
   uint xend = ((max(D, Dv) + DCH - 1u) / DCH) * (DCH / 4u);
 
@@ -78,17 +62,30 @@ void main() {
         }
         if (tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
         barrier();
-        for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // s = q . k, dp = gout . v
-          vec4 r[DCH / 4u], u[DCH / 4u];
-          for (uint x = 0u; x < DCH / 4u; x++) r[x] = Kt[x0 + x][tid], u[x] = Vt[x0 + x][tid];
-          for (uint ii = 0u; ii < BQ; ii++) {
-            float t = 0.0, t2 = 0.0;
-            for (uint x = 0u; x < DCH / 4u; x++) {
-              t += dot(r[x], Qc[ii][x0 + x]);
-              t2 += dot(u[x], Gc[ii][x0 + x]);
+        for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // s = q . k
+          vec4 r[DCH / 4u];
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = 4u * (x0 + x) + y;
+              r[x][y] = (key_ok && d < D) ? LDX(kb, krow + d) : 0.0;
             }
+          for (uint ii = 0u; ii < BQ; ii++) {
+            float t = 0.0;
+            for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qc[ii][x0 + x]);
             s[ii] += t;
-            dp[ii] += t2;
+          }
+        }
+        for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // dp = gout . v
+          vec4 r[DCH / 4u];
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = 4u * (x0 + x) + y;
+              r[x][y] = (key_ok && d < Dv) ? LDX(vb, vrow + d) : 0.0;
+            }
+          for (uint ii = 0u; ii < BQ; ii++) {
+            float t = 0.0;
+            for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Gc[ii][x0 + x]);
+            dp[ii] += t;
           }
         }
       } else {
@@ -102,15 +99,11 @@ void main() {
           if (d0 == 0u && tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
           barrier();
           vec4 r[DCH / 4u];
-          if (d0 < KC) {
-            for (uint x = 0u; x < DCH / 4u; x++) r[x] = Kt[(d0 >> 2) + x][tid];
-          } else {
-            for (uint x = 0u; x < DCH / 4u; x++)
-              for (uint y = 0u; y < 4u; y++) {
-                uint d = d0 + 4u * x + y;
-                r[x][y] = (key_ok && d < D) ? LDX(kb, krow + d) : 0.0;
-              }
-          }
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = d0 + 4u * x + y;
+              r[x][y] = (key_ok && d < D) ? LDX(kb, krow + d) : 0.0;
+            }
           for (uint ii = 0u; ii < BQ; ii++) {
             float t = 0.0;
             for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);
@@ -130,15 +123,11 @@ void main() {
           }
           barrier();
           vec4 r[DCH / 4u];
-          if (d0 < KC) {
-            for (uint x = 0u; x < DCH / 4u; x++) r[x] = Vt[(d0 >> 2) + x][tid];
-          } else {
-            for (uint x = 0u; x < DCH / 4u; x++)
-              for (uint y = 0u; y < 4u; y++) {
-                uint d = d0 + 4u * x + y;
-                r[x][y] = (key_ok && d < Dv) ? LDX(vb, vrow + d) : 0.0;
-              }
-          }
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = d0 + 4u * x + y;
+              r[x][y] = (key_ok && d < Dv) ? LDX(vb, vrow + d) : 0.0;
+            }
           for (uint ii = 0u; ii < BQ; ii++) {
             float t = 0.0;
             for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);

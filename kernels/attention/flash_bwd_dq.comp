@@ -13,18 +13,11 @@
 
 layout(local_size_x = 64) in;
 const uint BR = 64u, BC = 32u, DCH = 32u, DQC = 64u;
-// The workgroup's rows of q and gout, their first RC dims, staged once in shared memory,
-// dim-major (Qt[d / 4][row]: each invocation reads its own row's vec4s without bank conflicts)
-// instead of every invocation reloading its rows from global memory per key tile (uncoalesced
-// loads). Dims past RC are still read from global memory.
-const uint RC = 64u;
 
 layout(std430, binding = 0) buffer BO { uint w[]; } ob;
 
 shared vec4 Ks[BC][DCH / 4u];
 shared vec4 Kc[BC][DQC / 4u];
-shared vec4 Qt[RC / 4u][BR];
-shared vec4 Gt[RC / 4u][BR];
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -41,21 +34,12 @@ void main() {
   float inv_keep = DROPOUT ? 1.0 / (1.0 - float(pc.drop_below) / 16777216.0) : 1.0;
   vec2 st = row_ok ? stats[row] : vec2(0.0);
 
-  {
-    uint qb0 = pc.q_base + b * pc.q_sb + h * pc.q_sh, gb0 = pc.g_base + b * pc.g_sb + h * pc.g_sh;
-    for (uint t = tid; t < BR * RC; t += 64u) {
-      uint ii = t / RC, dd = t % RC, ir = rb * BR + ii;
-      Qt[dd >> 2][ii][dd & 3u] = (ir < pc.Tq && dd < D) ? LDX(qb, qb0 + ir * pc.q_st + dd) : 0.0;
-      Gt[dd >> 2][ii][dd & 3u] = (ir < pc.Tq && dd < Dv) ? LDX(gb, gb0 + ir * pc.g_st + dd) : 0.0;
-    }
-    barrier();
-  }
   uint kend = pc.Tk;
   if (CAUSAL) kend = min(kend, rb * BR + BR);
   vec4 acc[DQC / 4u];
   for (uint c = 0u; c < DQC / 4u; c++) acc[c] = vec4(0.0);
-  // D <= 64 (one column block): q's dims all in Qt, and k's tile staged once per key tile
-  // into Kc, which both s (up to the chunk of DCH holding the last dim) and the sums read
+  // D <= 64 (one column block): k's tile staged once per key tile into Kc, which both s (up
+  // to the chunk of DCH holding the last dim) and the sums read
   bool whole = c0 == 0u && D <= DQC;
   uint xend = ((D + DCH - 1u) / DCH) * (DCH / 4u);
 
@@ -71,7 +55,11 @@ void main() {
       barrier();
       for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // s = q . k
         vec4 r[DCH / 4u];
-        for (uint x = 0u; x < DCH / 4u; x++) r[x] = Qt[x0 + x][tid];
+        for (uint x = 0u; x < DCH / 4u; x++)
+          for (uint y = 0u; y < 4u; y++) {
+            uint d = 4u * (x0 + x) + y;
+            r[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
+          }
         for (uint jj = 0u; jj < BC; jj++) {
           float t = 0.0;
           for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Kc[jj][x0 + x]);
@@ -87,15 +75,11 @@ void main() {
         }
         barrier();
         vec4 r[DCH / 4u];
-        if (d0 < RC) {
-          for (uint x = 0u; x < DCH / 4u; x++) r[x] = Qt[(d0 >> 2) + x][tid];
-        } else {
-          for (uint x = 0u; x < DCH / 4u; x++)
-            for (uint y = 0u; y < 4u; y++) {
-              uint d = d0 + 4u * x + y;
-              r[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
-            }
-        }
+        for (uint x = 0u; x < DCH / 4u; x++)
+          for (uint y = 0u; y < 4u; y++) {
+            uint d = d0 + 4u * x + y;
+            r[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
+          }
         for (uint jj = 0u; jj < BC; jj++) {
           float t = 0.0;
           for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Ks[jj][x]);
@@ -111,15 +95,11 @@ void main() {
       }
       barrier();
       vec4 r[DCH / 4u];
-      if (d0 < RC) {
-        for (uint x = 0u; x < DCH / 4u; x++) r[x] = Gt[(d0 >> 2) + x][tid];
-      } else {
-        for (uint x = 0u; x < DCH / 4u; x++)
-          for (uint y = 0u; y < 4u; y++) {
-            uint d = d0 + 4u * x + y;
-            r[x][y] = (row_ok && d < Dv) ? LDX(gb, grow + d) : 0.0;
-          }
-      }
+      for (uint x = 0u; x < DCH / 4u; x++)
+        for (uint y = 0u; y < 4u; y++) {
+          uint d = d0 + 4u * x + y;
+          r[x][y] = (row_ok && d < Dv) ? LDX(gb, grow + d) : 0.0;
+        }
       for (uint jj = 0u; jj < BC; jj++) {
         float t = 0.0;
         for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Ks[jj][x]);

@@ -4,7 +4,7 @@
 // of one (batch, head), one row per invocation, and DVC = 64 columns of the output (more
 // workgroups along x when Dv > 64: each recomputes the scores). It walks the keys in tiles of
 // BC = 32: the scores q . k over D in chunks of 32 (the key tile's chunk staged in shared
-// memory, the row's chunk from Qt below), then the online softmax (running max m and sum l,
+// memory, the row's chunk in registers), then the online softmax (running max m and sum l,
 // float32), then acc += p V with the value tile staged in shared memory. The row's state never
 // leaves the invocation, so there are no reductions. Causal rows stop at their last visible
 // key tile. At the end out = acc / l (0 for a row with every key masked) and
@@ -16,18 +16,12 @@
 
 layout(local_size_x = 64) in;
 const uint BR = 64u, BC = 32u, DCH = 32u, DVC = 64u;
-// The workgroup's query rows, their first RC dims, staged once in shared memory, dim-major
-// (Qt[d / 4][row]: each invocation reads its own row's vec4s without bank conflicts) instead
-// of every invocation reloading its row from global memory per key tile (uncoalesced loads).
-// Dims past RC are still read from global memory.
-const uint RC = 64u;
 
 layout(std430, binding = 0) buffer BO { uint w[]; } ob;
 layout(std430, binding = 1) writeonly buffer BL { float lse[]; };
 
 shared vec4 Ks[BC][DCH / 4u];
 shared vec4 Vs[BC][DVC / 4u];
-shared vec4 Qt[RC / 4u][BR];
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -42,14 +36,6 @@ void main() {
   uint vbase = pc.v_base + b * pc.v_sb + kh * pc.v_sh;
   float inv_keep = DROPOUT ? 1.0 / (1.0 - float(pc.drop_below) / 16777216.0) : 1.0;
 
-  {
-    uint qb0 = pc.q_base + b * pc.q_sb + h * pc.q_sh;
-    for (uint t = tid; t < BR * RC; t += 64u) {
-      uint ii = t / RC, dd = t % RC, ir = rb * BR + ii;
-      Qt[dd >> 2][ii][dd & 3u] = (ir < pc.Tq && dd < D) ? LDX(qb, qb0 + ir * pc.q_st + dd) : 0.0;
-    }
-    barrier();
-  }
   uint kend = pc.Tk;
   if (CAUSAL) kend = min(kend, rb * BR + BR);  // rows of this block see keys j <= i only
   float m = NEG_INF, l = 0.0;
@@ -67,15 +53,11 @@ void main() {
       }
       barrier();
       vec4 qr[DCH / 4u];
-      if (d0 < RC) {
-        for (uint x = 0u; x < DCH / 4u; x++) qr[x] = Qt[(d0 >> 2) + x][tid];
-      } else {
-        for (uint x = 0u; x < DCH / 4u; x++)
-          for (uint y = 0u; y < 4u; y++) {
-            uint d = d0 + 4u * x + y;
-            qr[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
-          }
-      }
+      for (uint x = 0u; x < DCH / 4u; x++)
+        for (uint y = 0u; y < 4u; y++) {
+          uint d = d0 + 4u * x + y;
+          qr[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
+        }
       for (uint jj = 0u; jj < BC; jj++) {
         float t = 0.0;
         for (uint x = 0u; x < DCH / 4u; x++) t += dot(qr[x], Ks[jj][x]);

@@ -40,14 +40,11 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* Whether the plain kernels keep their per-row state in shared memory (the *_lds twins): on
  * CPU-type drivers, whose compiler (lavapipe's LLVM) turns barriers into coroutines and took
  * minutes over the register versions, against seconds for these; GPUs keep registers (the
- * twins ran the backward 4x slower on an H100), unless they offer less than the 44 KiB of
- * shared memory the register kernels stage rows in. EMBER_VK_ATTENTION_LDS=0 or 1 forces. */
+ * twins ran the backward 4x slower on an H100). EMBER_VK_ATTENTION_LDS=0 or 1 forces. */
 static bool lds_state(const vk_device *D) {
   const char *v = getenv("EMBER_VK_ATTENTION_LDS");
   if (v && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) return v[0] == '1';
-  /* the register kernels stage their rows in up to 44 KiB of shared memory */
-  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
-         D->props.limits.maxComputeSharedMemorySize < 44u * 1024u;
+  return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
 
 /* The kernels' variant for q's dtype (0 F32, 1 F16, 2 BF16), or -1 with an error. */
