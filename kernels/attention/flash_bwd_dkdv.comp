@@ -7,7 +7,8 @@
 // the scores s = q . k and dp = gout . v (chunks of 32 of D and Dv, the query tile's chunk in
 // shared memory, the key's in registers), p = exp(s - lse') (0 where masked), the dropout's keep
 // factor z, then gv += z p gout and gk += p (z dp - delta) q over its columns (the query tile
-// staged in shared memory); gk is scaled at the end.
+// staged in shared memory); gk is scaled at the end. With D, Dv <= 64 the query tile is
+// staged once per tile for both (`whole`).
 //
 // The grid: x = key blocks * column blocks, y = k/v head, z = batch.
 #extension GL_GOOGLE_include_directive : require
@@ -38,6 +39,10 @@ void main() {
   vec4 ak[CC / 4u], av[CC / 4u];
   for (uint c = 0u; c < CC / 4u; c++) ak[c] = vec4(0.0), av[c] = vec4(0.0);
   uint istart = CAUSAL ? (kblk * BK / BQ) * BQ : 0u;  // rows i < first key see none of them
+  // D, Dv <= 64 (one column block): q's and gout's tile staged once per tile for both the
+  // products (up to the chunk of DCH holding the last dim) and the sums
+  bool whole = c0 == 0u && D <= CC && Dv <= CC;
+  uint xend = ((max(D, Dv) + DCH - 1u) / DCH) * (DCH / 4u);
 
   for (uint hh = 0u; hh < GROUP; hh++) {
     uint h = kh * GROUP + hh;
@@ -47,55 +52,95 @@ void main() {
     for (uint i0 = istart; i0 < pc.Tq; i0 += BQ) {
       float s[BQ], dp[BQ];
       for (uint ii = 0u; ii < BQ; ii++) s[ii] = 0.0, dp[ii] = 0.0;
-      for (uint d0 = 0u; d0 < D; d0 += DCH) {  // s = q . k
+      if (whole) {  // q's and gout's tile staged once, for the products and for the sums
         barrier();
-        for (uint t = tid; t < BQ * DCH; t += 64u) {
-          uint ii = t / DCH, dd = t % DCH, i = i0 + ii, d = d0 + dd;
-          Qs[ii][dd >> 2][dd & 3u] = (i < pc.Tq && d < D) ? LDX(qb, qbase + i * pc.q_st + d) : 0.0;
+        for (uint t = tid; t < BQ * CC; t += 64u) {
+          uint ii = t / CC, cc = t % CC, i = i0 + ii;
+          bool in_ = i < pc.Tq;
+          Qc[ii][cc >> 2][cc & 3u] = (in_ && cc < D) ? LDX(qb, qbase + i * pc.q_st + cc) : 0.0;
+          Gc[ii][cc >> 2][cc & 3u] = (in_ && cc < Dv) ? LDX(gb, gbase + i * pc.g_st + cc) : 0.0;
         }
-        if (d0 == 0u && tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
-        barrier();
-        vec4 r[DCH / 4u];
-        for (uint x = 0u; x < DCH / 4u; x++)
-          for (uint y = 0u; y < 4u; y++) {
-            uint d = d0 + 4u * x + y;
-            r[x][y] = (key_ok && d < D) ? LDX(kb, krow + d) : 0.0;
-          }
-        for (uint ii = 0u; ii < BQ; ii++) {
-          float t = 0.0;
-          for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);
-          s[ii] += t;
-        }
-      }
-      if (D == 0u) {  // no chunk loaded the stats
-        barrier();
         if (tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
-      }
-      for (uint d0 = 0u; d0 < Dv; d0 += DCH) {  // dp = gout . v (Qs holds gout's chunk)
         barrier();
-        for (uint t = tid; t < BQ * DCH; t += 64u) {
-          uint ii = t / DCH, dd = t % DCH, i = i0 + ii, d = d0 + dd;
-          Qs[ii][dd >> 2][dd & 3u] = (i < pc.Tq && d < Dv) ? LDX(gb, gbase + i * pc.g_st + d) : 0.0;
-        }
-        barrier();
-        vec4 r[DCH / 4u];
-        for (uint x = 0u; x < DCH / 4u; x++)
-          for (uint y = 0u; y < 4u; y++) {
-            uint d = d0 + 4u * x + y;
-            r[x][y] = (key_ok && d < Dv) ? LDX(vb, vrow + d) : 0.0;
+        for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // s = q . k
+          vec4 r[DCH / 4u];
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = 4u * (x0 + x) + y;
+              r[x][y] = (key_ok && d < D) ? LDX(kb, krow + d) : 0.0;
+            }
+          for (uint ii = 0u; ii < BQ; ii++) {
+            float t = 0.0;
+            for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qc[ii][x0 + x]);
+            s[ii] += t;
           }
-        for (uint ii = 0u; ii < BQ; ii++) {
-          float t = 0.0;
-          for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);
-          dp[ii] += t;
         }
-      }
-      // the query tile's columns of this workgroup (and the stats, loaded above, made visible)
-      barrier();
-      for (uint t = tid; t < BQ * CC; t += 64u) {
-        uint ii = t / CC, cc = t % CC, i = i0 + ii, c = c0 + cc;
-        Qc[ii][cc >> 2][cc & 3u] = (i < pc.Tq && c < D) ? LDX(qb, qbase + i * pc.q_st + c) : 0.0;
-        Gc[ii][cc >> 2][cc & 3u] = (i < pc.Tq && c < Dv) ? LDX(gb, gbase + i * pc.g_st + c) : 0.0;
+        for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // dp = gout . v
+          vec4 r[DCH / 4u];
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = 4u * (x0 + x) + y;
+              r[x][y] = (key_ok && d < Dv) ? LDX(vb, vrow + d) : 0.0;
+            }
+          for (uint ii = 0u; ii < BQ; ii++) {
+            float t = 0.0;
+            for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Gc[ii][x0 + x]);
+            dp[ii] += t;
+          }
+        }
+      } else {
+        for (uint d0 = 0u; d0 < D; d0 += DCH) {  // s = q . k
+          barrier();
+          for (uint t = tid; t < BQ * DCH; t += 64u) {
+            uint ii = t / DCH, dd = t % DCH, i = i0 + ii, d = d0 + dd;
+            Qs[ii][dd >> 2][dd & 3u] =
+                (i < pc.Tq && d < D) ? LDX(qb, qbase + i * pc.q_st + d) : 0.0;
+          }
+          if (d0 == 0u && tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
+          barrier();
+          vec4 r[DCH / 4u];
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = d0 + 4u * x + y;
+              r[x][y] = (key_ok && d < D) ? LDX(kb, krow + d) : 0.0;
+            }
+          for (uint ii = 0u; ii < BQ; ii++) {
+            float t = 0.0;
+            for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);
+            s[ii] += t;
+          }
+        }
+        if (D == 0u) {  // no chunk loaded the stats
+          barrier();
+          if (tid < BQ) Ss[tid] = i0 + tid < pc.Tq ? stats[row0 + i0 + tid] : vec2(0.0);
+        }
+        for (uint d0 = 0u; d0 < Dv; d0 += DCH) {  // dp = gout . v (Qs holds gout's chunk)
+          barrier();
+          for (uint t = tid; t < BQ * DCH; t += 64u) {
+            uint ii = t / DCH, dd = t % DCH, i = i0 + ii, d = d0 + dd;
+            Qs[ii][dd >> 2][dd & 3u] =
+                (i < pc.Tq && d < Dv) ? LDX(gb, gbase + i * pc.g_st + d) : 0.0;
+          }
+          barrier();
+          vec4 r[DCH / 4u];
+          for (uint x = 0u; x < DCH / 4u; x++)
+            for (uint y = 0u; y < 4u; y++) {
+              uint d = d0 + 4u * x + y;
+              r[x][y] = (key_ok && d < Dv) ? LDX(vb, vrow + d) : 0.0;
+            }
+          for (uint ii = 0u; ii < BQ; ii++) {
+            float t = 0.0;
+            for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Qs[ii][x]);
+            dp[ii] += t;
+          }
+        }
+        // the query tile's columns of this workgroup (and the stats, loaded above, made visible)
+        barrier();
+        for (uint t = tid; t < BQ * CC; t += 64u) {
+          uint ii = t / CC, cc = t % CC, i = i0 + ii, c = c0 + cc;
+          Qc[ii][cc >> 2][cc & 3u] = (i < pc.Tq && c < D) ? LDX(qb, qbase + i * pc.q_st + c) : 0.0;
+          Gc[ii][cc >> 2][cc & 3u] = (i < pc.Tq && c < Dv) ? LDX(gb, gbase + i * pc.g_st + c) : 0.0;
+        }
       }
       barrier();
       for (uint ii = 0u; ii < BQ; ii++) {

@@ -38,27 +38,53 @@ void main() {
   if (CAUSAL) kend = min(kend, rb * BR + BR);
   vec4 acc[DQC / 4u];
   for (uint c = 0u; c < DQC / 4u; c++) acc[c] = vec4(0.0);
+  // D <= 64 (one column block): k's tile staged once per key tile into Kc, which both s (up
+  // to the chunk of DCH holding the last dim) and the sums read
+  bool whole = c0 == 0u && D <= DQC;
+  uint xend = ((D + DCH - 1u) / DCH) * (DCH / 4u);
 
   for (uint j0 = 0u; j0 < kend; j0 += BC) {
     float s[BC], dp[BC];
     for (uint jj = 0u; jj < BC; jj++) s[jj] = 0.0, dp[jj] = 0.0;
-    for (uint d0 = 0u; d0 < D; d0 += DCH) {  // s = q . k
+    if (whole) {  // k's tile staged once, for s and for the sums (Kc)
       barrier();
-      for (uint t = tid; t < BC * DCH; t += 64u) {
-        uint jj = t / DCH, dd = t % DCH, j = j0 + jj, d = d0 + dd;
-        Ks[jj][dd >> 2][dd & 3u] = (j < pc.Tk && d < D) ? LDX(kb, kbase + j * pc.k_st + d) : 0.0;
+      for (uint t = tid; t < BC * DQC; t += 64u) {
+        uint jj = t / DQC, cc = t % DQC, j = j0 + jj;
+        Kc[jj][cc >> 2][cc & 3u] = (j < pc.Tk && cc < D) ? LDX(kb, kbase + j * pc.k_st + cc) : 0.0;
       }
       barrier();
-      vec4 r[DCH / 4u];
-      for (uint x = 0u; x < DCH / 4u; x++)
-        for (uint y = 0u; y < 4u; y++) {
-          uint d = d0 + 4u * x + y;
-          r[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
+      for (uint x0 = 0u; x0 < xend; x0 += DCH / 4u) {  // s = q . k
+        vec4 r[DCH / 4u];
+        for (uint x = 0u; x < DCH / 4u; x++)
+          for (uint y = 0u; y < 4u; y++) {
+            uint d = 4u * (x0 + x) + y;
+            r[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
+          }
+        for (uint jj = 0u; jj < BC; jj++) {
+          float t = 0.0;
+          for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Kc[jj][x0 + x]);
+          s[jj] += t;
         }
-      for (uint jj = 0u; jj < BC; jj++) {
-        float t = 0.0;
-        for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Ks[jj][x]);
-        s[jj] += t;
+      }
+    } else {
+      for (uint d0 = 0u; d0 < D; d0 += DCH) {  // s = q . k
+        barrier();
+        for (uint t = tid; t < BC * DCH; t += 64u) {
+          uint jj = t / DCH, dd = t % DCH, j = j0 + jj, d = d0 + dd;
+          Ks[jj][dd >> 2][dd & 3u] = (j < pc.Tk && d < D) ? LDX(kb, kbase + j * pc.k_st + d) : 0.0;
+        }
+        barrier();
+        vec4 r[DCH / 4u];
+        for (uint x = 0u; x < DCH / 4u; x++)
+          for (uint y = 0u; y < 4u; y++) {
+            uint d = d0 + 4u * x + y;
+            r[x][y] = (row_ok && d < D) ? LDX(qb, qrow + d) : 0.0;
+          }
+        for (uint jj = 0u; jj < BC; jj++) {
+          float t = 0.0;
+          for (uint x = 0u; x < DCH / 4u; x++) t += dot(r[x], Ks[jj][x]);
+          s[jj] += t;
+        }
       }
     }
     for (uint d0 = 0u; d0 < Dv; d0 += DCH) {  // dp = gout . v (Ks holds the value chunk)
@@ -85,12 +111,14 @@ void main() {
       float z = (DROPOUT && p != 0.0) ? (kept(row, j0 + jj) ? inv_keep : 0.0) : 1.0;
       s[jj] = p * (z * dp[jj] - st.y);
     }
-    barrier();
-    for (uint t = tid; t < BC * DQC; t += 64u) {
-      uint jj = t / DQC, cc = t % DQC, j = j0 + jj, c = c0 + cc;
-      Kc[jj][cc >> 2][cc & 3u] = (j < pc.Tk && c < D) ? LDX(kb, kbase + j * pc.k_st + c) : 0.0;
+    if (!whole) {
+      barrier();
+      for (uint t = tid; t < BC * DQC; t += 64u) {
+        uint jj = t / DQC, cc = t % DQC, j = j0 + jj, c = c0 + cc;
+        Kc[jj][cc >> 2][cc & 3u] = (j < pc.Tk && c < D) ? LDX(kb, kbase + j * pc.k_st + c) : 0.0;
+      }
+      barrier();
     }
-    barrier();
     for (uint jj = 0u; jj < BC; jj++)
       for (uint c = 0u; c < DQC / 4u; c++) acc[c] += s[jj] * Kc[jj][c];
   }

@@ -3,7 +3,8 @@
 -- scaled_dot_product_attention (tests/gpu/torch_attention.py, run from here when python3 can
 -- import torch).
 --   ember tests/gpu/attention.lua [device] [check]
--- The benchmark: causal attention alone, batch 8, 16 heads, head dim 64, T = 1024 and 4096,
+-- The benchmark: causal attention alone, head dim 64: the nanoGPT shape (batch 64, 6 heads,
+-- T = 256) and batch 8, 16 heads, T = 1024 and 4096,
 -- float16 / bfloat16 / float32, forward and forward+backward, median of timed runs after a
 -- warm-up. FLOP convention (FlashAttention's): the causal forward counts 4 B H T^2 D / 2 (two
 -- products, half the scores), the backward 2.5 times that, so forward+backward 3.5 times.
@@ -95,10 +96,12 @@ local function time(f, reps)
   return median(s)
 end
 
-local B, Hh, D = 8, 16, 64
+local D = 64
+local shapes = { { 64, 6, 256 }, { 8, 16, 1024 }, { 8, 16, 4096 } }  -- B, H, T
 local results = {}
 for _, dt in ipairs({ 'float16', 'bfloat16', 'float32' }) do
-  for _, T in ipairs({ 1024, 4096 }) do
+  for _, shape in ipairs(shapes) do
+    local B, Hh, T = shape[1], shape[2], shape[3]
     local function mk() return ((ember.rand({ B, Hh, T, D }) * 2 - 1):to(dt)):to(dev) end
     local q, k, v, g = mk(), mk(), mk(), mk()
     local flops = 4 * B * Hh * T * T * D * 0.5

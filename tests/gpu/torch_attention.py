@@ -1,8 +1,8 @@
 """PyTorch CUDA reference for tests/gpu/attention.lua: causal scaled_dot_product_attention
-(PyTorch's best backend: flash or memory-efficient, as it picks), batch 8, 16 heads, head dim
-64, T = 1024 and 4096, float16 / bfloat16 / float32, forward and forward+backward, median of
-timed runs after a warm-up. FLOP convention as attention.lua: causal forward 4 B H T^2 D / 2,
-forward+backward 3.5 times that.
+(PyTorch's best backend: flash or memory-efficient, as it picks), head dim 64: the nanoGPT
+shape (batch 64, 6 heads, T = 256) and batch 8, 16 heads, T = 1024 and 4096, float16 /
+bfloat16 / float32, forward and forward+backward, median of timed runs after a warm-up. FLOP
+convention as attention.lua: causal forward 4 B H T^2 D / 2, forward+backward 3.5 times that.
 Lines: "torch attention <dtype> T=<T> fwd|fwdbwd <ms> ms <TFLOP/s> TFLOP/s"."""
 import statistics
 import time
@@ -13,7 +13,8 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 print("torch %s on %s" % (torch.__version__, torch.cuda.get_device_name()))
-B, H, D = 8, 16, 64
+D = 64
+SHAPES = ((64, 6, 256), (8, 16, 1024), (8, 16, 4096))  # (B, H, T)
 
 
 def timed(f, reps):
@@ -31,7 +32,7 @@ def timed(f, reps):
 
 
 for dtype in (torch.float16, torch.bfloat16, torch.float32):
-    for T in (1024, 4096):
+    for B, H, T in SHAPES:
         q, k, v, g = (torch.rand(B, H, T, D, device="cuda", dtype=dtype) * 2 - 1 for _ in range(4))
         flops = 4 * B * H * T * T * D * 0.5
         reps = 5 if T >= 4096 else 10
