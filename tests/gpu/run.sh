@@ -27,7 +27,8 @@ E=.gpu/ember
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 want() { [[ " ${STEPS:-specs elementwise matmul index transfer random attention training main-job gpt gpt-job} " == *" $1 "* ]]; }
 step() { echo "== $*"; }
-if want specs; then step specs; SPECS_VERBOSE=1 timeout 500 $E tests/gpu/specs.lua tests/lua/vulkan*_spec.lua > "$OUT/specs.txt" 2>&1; grep -v "^\.\. " "$OUT/specs.txt" | tail -40; fi
+# SPECS picks spec files (default: the Vulkan ones), SPECS_TIMEOUT their time limit.
+if want specs; then step specs; SPECS_VERBOSE=1 timeout ${SPECS_TIMEOUT:-500} $E tests/gpu/specs.lua ${SPECS:-tests/lua/vulkan*_spec.lua} > "$OUT/specs.txt" 2>&1; grep -v "^\.\. " "$OUT/specs.txt" | tail -40; fi
 if want elementwise; then step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"; fi
 if want matmul; then step matmul; timeout 240 $E tests/gpu/matmul.lua vulkan 2>&1 | tee "$OUT/matmul.txt"; fi
 if want index; then step index; timeout 200 $E tests/gpu/index.lua vulkan 2>&1 | tee "$OUT/index.txt"; fi
