@@ -19,6 +19,7 @@
 static inline float em_vexpf_nonpos(float y) {
   float c = y < -87.0f ? -87.0f : y;
   float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+  n = n == n ? n : 0.0f; /* NaN in: converting n to an integer would be undefined */
   float r = c - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -38,6 +39,7 @@ static inline float em_vexpf_nonpos(float y) {
 static inline float em_vexpf(float x) {
   float c = x < -87.0f ? -87.0f : (x > 88.72f ? 88.72f : x);
   float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  n = n == n ? n : 0.0f; /* NaN in (p stays NaN): keep the integer conversion defined */
   float r = c - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
