@@ -21,7 +21,9 @@
 #include "attention/attn.glsl"
 
 layout(local_size_x = 64) in;
-const uint BR = 64u, BC = 32u, DCH = 32u, DVC = 64u;
+// BC = 16 here (32 in flash_fwd): with the row state in shared memory a 32-key tile would need
+// 36 KiB, over the 32 KiB a device must offer (lavapipe offers exactly that).
+const uint BR = 64u, BC = 16u, DCH = 32u, DVC = 64u;
 
 layout(std430, binding = 0) buffer BO { uint w[]; } ob;
 layout(std430, binding = 1) writeonly buffer BL { float lse[]; };
