@@ -325,4 +325,24 @@ function H.child(code, env)
   return (out:gsub('rc=%d+\n$', '')), err, rc
 end
 
+-- A PyTorch golden file (tests/lua/golden/make_*.py): get(name) is its tensor (an error when
+-- missing); state_dict(case) is a case's PyTorch state_dict, the keys after "<case>.sd.";
+-- the third result is the file's flat table itself.
+function H.golden(path)
+  local G = ember.load(path, { flat = true })
+  local function get(name)
+    local t = G[name]
+    assert(t, 'golden tensor missing: ' .. name)
+    return t
+  end
+  local function state_dict(case)
+    local sd, prefix = {}, case .. '.sd.'
+    for k, v in pairs(G) do
+      if type(k) == 'string' and k:sub(1, #prefix) == prefix then sd[k:sub(#prefix + 1)] = v end
+    end
+    return sd
+  end
+  return get, state_dict, G
+end
+
 return H

@@ -6,22 +6,7 @@ local H = require 'helpers'
 local ember = H.ember
 local nn = ember.nn
 
-local G = ember.load('tests/lua/golden/sequence.safetensors', { flat = true })
-
-local function g(name)
-  local t = G[name]
-  assert(t, 'golden tensor missing: ' .. name)
-  return t
-end
-
--- PyTorch's state_dict of a case: the keys after "<case>.sd.".
-local function state_dict(case)
-  local sd, prefix = {}, case .. '.sd.'
-  for k, v in pairs(G) do
-    if type(k) == 'string' and k:sub(1, #prefix) == prefix then sd[k:sub(#prefix + 1)] = v end
-  end
-  return sd
-end
+local g, state_dict, G = H.golden('tests/lua/golden/sequence.safetensors')
 
 local function close(actual, expected, what, tol)
   tol = tol or 1e-10

@@ -5,23 +5,8 @@ local H = require 'helpers'
 local ember = H.ember
 local nn = ember.nn
 
-local G = ember.load('tests/lua/golden/transformer.safetensors', { flat = true })
-
-local function g(name)
-  local t = G[name]
-  assert(t, 'golden tensor missing: ' .. name)
-  return t
-end
+local g, state_dict = H.golden('tests/lua/golden/transformer.safetensors')
 local function mask(name) return g(name):ne(0) end
-
--- PyTorch's state_dict of a case: the keys after "<case>.sd.".
-local function state_dict(case)
-  local sd, prefix = {}, case .. '.sd.'
-  for k, v in pairs(G) do
-    if type(k) == 'string' and k:sub(1, #prefix) == prefix then sd[k:sub(#prefix + 1)] = v end
-  end
-  return sd
-end
 
 local function close(actual, expected, tol, what)
   tol = tol or 1e-5
