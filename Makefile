@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test bench asan clean
+.PHONY: all deps build run gpt test golden bench asan clean
 
 all: build
 
@@ -21,6 +21,11 @@ gpt: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+# Regenerates the differential test's PyTorch golden files (tests/diff/golden/) from
+# tests/diff/cases/*.json; needs Debian's python3-torch. `make test` reads them without PyTorch.
+golden:
+	/usr/bin/python3 tests/diff/make_golden.py
 
 bench:
 	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench

@@ -1,0 +1,214 @@
+-- The Ember side of the differential test: each op name of tests/diff/cases/*.json mapped to an
+-- Ember call, the counterpart of tests/diff/ops_torch.py. `a` is the list of input views,
+-- `k` the case's kwargs as PyTorch writes them: dims 0-based (D converts them; negative dims
+-- count from the end in both), class and index values 0-based (the runner already added 1 to
+-- inputs drawn as indices; kwargs that are indices are converted here). A function returns
+-- the op's outputs (several for sort, max_dim, ...; a table of tensors for split and chunk).
+-- Add an op here and in ops_torch.py under the same name (docs/testing.md).
+local ember = require 'ember'
+local F = ember.nn.functional
+
+local function D(d)
+  if d == nil then return nil end
+  if type(d) == 'table' then
+    local r = {}
+    for i, x in ipairs(d) do r[i] = D(x) end
+    return r
+  end
+  return d >= 0 and d + 1 or d
+end
+
+local function num(v) -- JSON has no infinities: 'inf' and '-inf' stand for them
+  if v == 'inf' then return math.huge elseif v == '-inf' then return -math.huge end
+  return v
+end
+
+local function unary(name) return function(a) return a[1][name](a[1]) end end
+local function binary(name) return function(a) return a[1][name](a[1], a[2]) end end
+
+-- A reduction with an optional dim and keepdim.
+local function red(name)
+  return function(a, k)
+    if k.dim == nil then return a[1][name](a[1]) end
+    return a[1][name](a[1], D(k.dim), k.keepdim or false)
+  end
+end
+
+-- normalized_shape: the weight's shape, or the last dimension ("last").
+local function norm_shape(a, k)
+  if k.shape ~= 'last' then return k.shape end
+  if a[2] then
+    local s = {}
+    for d = 1, a[2]:dim() do s[d] = a[2]:size(d) end
+    return s
+  end
+  return { a[1]:size(a[1]:dim()) }
+end
+
+local function reduction(k) return k.reduction or 'mean' end
+
+local OPS = {}
+
+for _, n in ipairs { 'neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'log1p', 'sqrt', 'rsqrt', 'sin',
+  'cos', 'tan', 'tanh', 'sigmoid', 'relu', 'floor', 'ceil', 'round', 'trunc', 'reciprocal',
+  'square', 'erf', 'isnan', 'isinf', 'isfinite', 'logical_not', 'bitwise_not', 'silu' } do
+  OPS[n] = unary(n)
+end
+OPS.gelu = function(a, k) return a[1]:gelu(k.approximate) end
+OPS.softplus = function(a, k)
+  if k.beta == nil and k.threshold == nil then return a[1]:softplus() end
+  return a[1]:softplus(k.beta or 1, k.threshold or 20)
+end
+OPS.leaky_relu = function(a, k) return F.leaky_relu(a[1], k.slope) end
+OPS.elu = function(a, k) return F.elu(a[1], k.alpha) end
+
+for _, n in ipairs { 'mul', 'floor_divide', 'remainder', 'fmod', 'pow', 'maximum', 'minimum',
+  'atan2', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor',
+  'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_left_shift', 'bitwise_right_shift' } do
+  OPS[n] = binary(n)
+end
+OPS.add = function(a, k) return a[1]:add(a[2], k.alpha) end
+OPS.sub = function(a, k) return a[1]:sub(a[2], k.alpha) end
+OPS.div = function(a, k) return a[1]:div(a[2], k.rounding_mode) end
+OPS.add_scalar = function(a, k) return a[1] + k.s end
+OPS.mul_scalar = function(a, k) return a[1] * k.s end
+OPS.div_scalar = function(a, k) return a[1] / k.s end
+OPS.pow_scalar = function(a, k) return a[1] ^ k.s end
+OPS.rpow_scalar = function(a, k) return k.s ^ a[1] end
+OPS.clamp = function(a, k) return a[1]:clamp(k.min, k.max) end
+OPS.masked_fill = function(a, k) return a[1]:masked_fill(a[2], k.value) end
+OPS.lerp = function(a, k) return a[1]:lerp(a[2], a[3] or k.weight) end
+OPS.addcmul = function(a, k) return a[1]:addcmul(a[2], a[3], k.value) end
+OPS.addcdiv = function(a, k) return a[1]:addcdiv(a[2], a[3], k.value) end
+OPS.where = function(a) return ember.where(a[1], a[2], a[3]) end
+
+for _, n in ipairs { 'sum', 'mean', 'prod', 'amax', 'amin', 'logsumexp', 'nansum', 'nanmean',
+  'all', 'any', 'argmax', 'argmin' } do
+  OPS[n] = red(n)
+end
+local function var_std(name)
+  return function(a, k)
+    local o = { correction = k.correction or 1, keepdim = k.keepdim or false }
+    if k.dim == nil then return a[1][name](a[1], o) end
+    return a[1][name](a[1], D(k.dim), o)
+  end
+end
+OPS.var, OPS.std = var_std('var'), var_std('std')
+OPS.norm = function(a, k) return a[1]:norm(num(k.p or 2), D(k.dim), k.keepdim or false) end
+OPS.count_nonzero = function(a, k) return a[1]:count_nonzero(D(k.dim)) end
+OPS.dist = function(a, k) return a[1]:dist(a[2], k.p) end
+OPS.max_all = function(a) return a[1]:max() end
+OPS.min_all = function(a) return a[1]:min() end
+OPS.max_dim = function(a, k) return a[1]:max(D(k.dim), k.keepdim or false) end
+OPS.min_dim = function(a, k) return a[1]:min(D(k.dim), k.keepdim or false) end
+OPS.cumsum = function(a, k) return a[1]:cumsum(D(k.dim)) end
+OPS.cumprod = function(a, k) return a[1]:cumprod(D(k.dim)) end
+OPS.softmax = function(a, k) return a[1]:softmax(D(k.dim)) end
+OPS.log_softmax = function(a, k) return a[1]:log_softmax(D(k.dim)) end
+
+OPS.sort = function(a, k) return a[1]:sort(D(k.dim or -1), k.descending or false) end
+OPS.argsort = function(a, k) return a[1]:argsort(D(k.dim or -1), k.descending or false) end
+OPS.topk = function(a, k)
+  return a[1]:topk(k.k, D(k.dim or -1), k.largest == nil and true or k.largest)
+end
+
+OPS.index_select = function(a, k) return a[1]:index_select(D(k.dim), a[2]) end
+OPS.gather = function(a, k) return a[1]:gather(D(k.dim), a[2]) end
+OPS.scatter = function(a, k) return a[1]:scatter(D(k.dim), a[2], a[3]) end
+OPS.scatter_add = function(a, k) return a[1]:scatter_add(D(k.dim), a[2], a[3]) end
+OPS.index_add = function(a, k) return a[1]:index_add(D(k.dim), a[2], a[3], k.alpha) end
+OPS.index_copy = function(a, k) return a[1]:index_copy(D(k.dim), a[2], a[3]) end
+OPS.index_fill = function(a, k) return a[1]:index_fill(D(k.dim), a[2], k.value) end
+OPS.masked_select = function(a) return a[1]:masked_select(a[2]) end
+OPS.nonzero = function(a) return a[1]:nonzero() end
+OPS.cat = function(a, k) return ember.cat(a, D(k.dim or 0)) end
+OPS.stack = function(a, k) return ember.stack(a, D(k.dim or 0)) end
+OPS.split = function(a, k) return a[1]:split(k.size, D(k.dim or 0)) end
+OPS.chunk = function(a, k) return a[1]:chunk(k.n, D(k.dim or 0)) end
+OPS.flip = function(a, k) return a[1]:flip(D(k.dims)) end
+OPS.roll = function(a, k) return a[1]:roll(k.shifts, D(k.dims)) end
+OPS['repeat'] = function(a, k) return a[1]['repeat'](a[1], k.reps) end
+OPS.tril = function(a, k) return a[1]:tril(k.k or 0) end
+OPS.triu = function(a, k) return a[1]:triu(k.k or 0) end
+OPS.unique = function(a) return a[1]:unique { return_inverse = true, return_counts = true } end
+
+OPS.reshape = function(a, k) return a[1]:reshape(k.shape) end
+OPS.transpose = function(a, k) return a[1]:transpose(D(k.d0), D(k.d1)) end
+OPS.permute = function(a, k) return a[1]:permute(D(k.dims)) end
+OPS.expand = function(a, k) return a[1]:expand(k.shape) end
+OPS.squeeze = function(a, k)
+  if k.dim == nil then return a[1]:squeeze() end
+  return a[1]:squeeze(D(k.dim))
+end
+OPS.unsqueeze = function(a, k) return a[1]:unsqueeze(D(k.dim)) end
+OPS.narrow = function(a, k) return a[1]:narrow(D(k.dim), k.start + 1, k.length) end
+OPS.select = function(a, k) return a[1]:select(D(k.dim), D(k.index)) end
+OPS.unfold = function(a, k) return a[1]:unfold(D(k.dim), k.size, k.step) end
+OPS.flatten = function(a) return a[1]:flatten() end
+OPS.contiguous = function(a) return a[1]:contiguous() end
+OPS.to = function(a, k) return a[1]:to(k.dtype) end
+
+for _, n in ipairs { 'matmul', 'mm', 'mv', 'bmm', 'dot', 'outer' } do OPS[n] = binary(n) end
+OPS.addmm = function(a, k) return ember.addmm(a[1], a[2], a[3], { beta = k.beta, alpha = k.alpha }) end
+OPS.baddbmm = function(a, k)
+  return ember.baddbmm(a[1], a[2], a[3], { beta = k.beta, alpha = k.alpha })
+end
+OPS.linear = function(a) return F.linear(a[1], a[2], a[3]) end
+
+local function conv(name)
+  return function(a, k) return F[name](a[1], a[2], a[3], k) end
+end
+for _, n in ipairs { 'conv1d', 'conv2d', 'conv_transpose1d', 'conv_transpose2d' } do
+  OPS[n] = conv(n)
+end
+local function pool(name, extra)
+  return function(a, k)
+    local o = {}
+    for key, v in pairs(k) do if key ~= 'kernel_size' then o[key] = v end end
+    for key, v in pairs(extra or {}) do o[key] = v end
+    return F[name](a[1], k.kernel_size, o)
+  end
+end
+OPS.max_pool1d, OPS.max_pool2d = pool('max_pool1d'), pool('max_pool2d')
+OPS.max_pool2d_indices = pool('max_pool2d', { return_indices = true })
+OPS.avg_pool1d, OPS.avg_pool2d = pool('avg_pool1d'), pool('avg_pool2d')
+OPS.adaptive_avg_pool2d = function(a, k) return F.adaptive_avg_pool2d(a[1], k.size) end
+OPS.adaptive_avg_pool1d = function(a, k) return F.adaptive_avg_pool1d(a[1], k.size) end
+OPS.adaptive_max_pool2d = function(a, k) return F.adaptive_max_pool2d(a[1], k.size) end
+OPS.max_unpool2d = function(a, k) return F.max_unpool2d(a[1], a[2], k.kernel_size) end
+OPS.batch_norm = function(a, k)
+  return F.batch_norm(a[1], a[2], a[3], a[4], a[5], k.training or false, 0.1, k.eps or 1e-5)
+end
+OPS.batch_norm_train = function(a, k)
+  return F.batch_norm(a[1], nil, nil, a[2], a[3], true, 0.1, k.eps or 1e-5)
+end
+OPS.layer_norm = function(a, k) return F.layer_norm(a[1], norm_shape(a, k), a[2], a[3], k.eps) end
+OPS.rms_norm = function(a, k) return F.rms_norm(a[1], norm_shape(a, k), a[2], k.eps or 1e-6) end
+OPS.group_norm = function(a, k) return F.group_norm(a[1], k.groups, a[2], a[3], k.eps) end
+OPS.instance_norm = function(a) return F.instance_norm(a[1], nil, nil, a[2], a[3]) end
+OPS.embedding = function(a, k)
+  return F.embedding(a[1], a[2], { padding_idx = D(k.padding_idx) })
+end
+OPS.one_hot = function(a, k) return F.one_hot(a[1], k.n or -1) end
+OPS.sdpa = function(a, k)
+  return F.scaled_dot_product_attention(a[1], a[2], a[3], { attn_mask = a[4], is_causal = k.causal })
+end
+local function ce(name)
+  return function(a, k)
+    return F[name](a[1], a[2], { weight = a[3], reduction = k.reduction,
+      ignore_index = k.ignore_index and D(k.ignore_index), label_smoothing = k.label_smoothing })
+  end
+end
+OPS.cross_entropy, OPS.nll_loss = ce('cross_entropy'), ce('nll_loss')
+OPS.mse_loss = function(a, k) return F.mse_loss(a[1], a[2], reduction(k)) end
+OPS.l1_loss = function(a, k) return F.l1_loss(a[1], a[2], reduction(k)) end
+OPS.smooth_l1_loss = function(a, k) return F.smooth_l1_loss(a[1], a[2], reduction(k)) end
+OPS.binary_cross_entropy = function(a, k)
+  return F.binary_cross_entropy(a[1], a[2], a[3], reduction(k))
+end
+OPS.bce_with_logits = function(a, k)
+  return F.binary_cross_entropy_with_logits(a[1], a[2], { reduction = reduction(k) })
+end
+OPS.kl_div = function(a, k) return F.kl_div(a[1], a[2], reduction(k), k.log_target or false) end
+
+return OPS

@@ -1,0 +1,218 @@
+# The PyTorch side of the differential test: each op name of tests/diff/cases/*.json mapped to
+# a PyTorch call. `a` is the list of input views, `k` the case's kwargs (dims 0-based, as
+# PyTorch counts; the Lua side, tests/diff/ops_ember.lua, adds 1). Add an op here and in
+# ops_ember.lua under the same name (docs/testing.md).
+import torch
+import torch.nn.functional as F
+
+
+def dim_args(k):
+    """(dim, keepdim) positional tail for reductions taking an optional dim."""
+    if k.get('dim') is None:
+        return ()
+    return (k['dim'], k.get('keepdim', False))
+
+
+def red(name):
+    def f(a, k):
+        if name in ('logsumexp', 'amax', 'amin') and k.get('dim') is None:
+            return getattr(torch, name)(a[0], tuple(range(a[0].dim())))
+        return getattr(torch, name)(a[0], *dim_args(k))
+    return f
+
+
+def rms_norm(x, shape, w, eps):
+    dims = tuple(range(-len(shape), 0))
+    y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+    return y * w if w is not None else y
+
+
+def sdpa(q, kk, v, causal, mask):
+    s = q @ kk.transpose(-1, -2) / (q.shape[-1] ** 0.5)
+    if causal:
+        L, S = q.shape[-2], kk.shape[-2]
+        s = s.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float('-inf'))
+    if mask is not None:
+        s = s.masked_fill(~mask, float('-inf')) if mask.dtype == torch.bool else s + mask
+    return torch.softmax(s, -1) @ v
+
+
+def norm_shape(a, k):
+    """normalized_shape: the weight's shape, or the last dimension ("last")."""
+    if k['shape'] != 'last':
+        return k['shape']
+    return list(a[1].shape) if len(a) > 1 else [a[0].shape[-1]]
+
+
+def num(v):
+    """JSON has no infinities: 'inf' and '-inf' stand for them."""
+    return float(v) if isinstance(v, str) else v
+
+
+def log1p(x):
+    """PyTorch 1.13's vectorized log1p gives inf for x above ~1e38 (float32) and ~1e307
+    (float64); log(x) is log1p(x) exactly there."""
+    return torch.where(x > 1e30, torch.log(x.clamp(min=1e30)), torch.log1p(x))
+
+
+def topk(x, k, dim, largest):
+    """topk with ties in input order (Ember's documented rule; PyTorch leaves the order of
+    ties unspecified): the first k of a stable sort, the same values as torch.topk."""
+    v, i = torch.sort(x, stable=True, dim=dim, descending=largest)
+    return v.narrow(dim, 0, k), i.narrow(dim, 0, k)
+
+
+def opt(a, i):
+    return a[i] if len(a) > i else None
+
+
+OPS = {
+    # pointwise unary
+    **{n: (lambda n: lambda a, k: getattr(torch, n)(a[0]))(n) for n in [
+        'neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'sqrt', 'rsqrt', 'sin', 'cos',
+        'tan', 'tanh', 'sigmoid', 'relu', 'floor', 'ceil', 'round', 'trunc', 'reciprocal',
+        'square', 'erf', 'isnan', 'isinf', 'isfinite', 'logical_not', 'bitwise_not']},
+    'log1p': lambda a, k: log1p(a[0]),
+    'gelu': lambda a, k: F.gelu(a[0], approximate=k.get('approximate', 'none')),
+    'silu': lambda a, k: F.silu(a[0]),
+    'softplus': lambda a, k: F.softplus(a[0], k.get('beta', 1), k.get('threshold', 20)),
+    'leaky_relu': lambda a, k: F.leaky_relu(a[0], k.get('slope', 0.01)),
+    'elu': lambda a, k: F.elu(a[0], k.get('alpha', 1.0)),
+    # pointwise binary (tensor, tensor)
+    **{n: (lambda n: lambda a, k: getattr(torch, n)(a[0], a[1]))(n) for n in [
+        'mul', 'floor_divide', 'remainder', 'fmod', 'pow', 'maximum', 'minimum', 'atan2', 'eq',
+        'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor',
+        'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_left_shift',
+        'bitwise_right_shift']},
+    'add': lambda a, k: torch.add(a[0], a[1], alpha=k.get('alpha', 1)),
+    'sub': lambda a, k: torch.sub(a[0], a[1], alpha=k.get('alpha', 1)),
+    'div': lambda a, k: torch.div(a[0], a[1], rounding_mode=k.get('rounding_mode')),
+    # a tensor and a Python number
+    'add_scalar': lambda a, k: a[0] + k['s'],
+    'mul_scalar': lambda a, k: a[0] * k['s'],
+    'div_scalar': lambda a, k: a[0] / k['s'],
+    'pow_scalar': lambda a, k: a[0] ** k['s'],
+    'rpow_scalar': lambda a, k: k['s'] ** a[0],
+    'clamp': lambda a, k: torch.clamp(a[0], k.get('min'), k.get('max')),
+    'masked_fill': lambda a, k: a[0].masked_fill(a[1], k['value']),
+    'lerp': lambda a, k: torch.lerp(a[0], a[1], a[2] if len(a) > 2 else k['weight']),
+    'addcmul': lambda a, k: torch.addcmul(a[0], a[1], a[2], value=k.get('value', 1)),
+    'addcdiv': lambda a, k: torch.addcdiv(a[0], a[1], a[2], value=k.get('value', 1)),
+    'where': lambda a, k: torch.where(a[0], a[1], a[2]),
+    # reductions
+    **{n: red(n) for n in ['sum', 'mean', 'amax', 'amin', 'logsumexp', 'nansum', 'nanmean']},
+    'prod': lambda a, k: torch.prod(a[0]) if k.get('dim') is None else
+        torch.prod(a[0], k['dim'], k.get('keepdim', False)),
+    'all': lambda a, k: torch.all(a[0]) if k.get('dim') is None else
+        torch.all(a[0], k['dim'], k.get('keepdim', False)),
+    'any': lambda a, k: torch.any(a[0]) if k.get('dim') is None else
+        torch.any(a[0], k['dim'], k.get('keepdim', False)),
+    'var': lambda a, k: torch.var(a[0], k.get('dim'), correction=k.get('correction', 1),
+                                  keepdim=k.get('keepdim', False)),
+    'std': lambda a, k: torch.std(a[0], k.get('dim'), correction=k.get('correction', 1),
+                                  keepdim=k.get('keepdim', False)),
+    'norm': lambda a, k: torch.linalg.vector_norm(a[0], num(k.get('p', 2)), k.get('dim'),
+                                                  k.get('keepdim', False)),
+    'count_nonzero': lambda a, k: torch.count_nonzero(a[0], k.get('dim')),
+    'dist': lambda a, k: torch.dist(a[0], a[1], k.get('p', 2)),
+    'max_all': lambda a, k: torch.max(a[0]),
+    'min_all': lambda a, k: torch.min(a[0]),
+    'max_dim': lambda a, k: tuple(torch.max(a[0], k['dim'], k.get('keepdim', False))),
+    'min_dim': lambda a, k: tuple(torch.min(a[0], k['dim'], k.get('keepdim', False))),
+    'argmax': lambda a, k: torch.argmax(a[0], k.get('dim'), k.get('keepdim', False)),
+    'argmin': lambda a, k: torch.argmin(a[0], k.get('dim'), k.get('keepdim', False)),
+    'cumsum': lambda a, k: torch.cumsum(a[0], k['dim']),
+    'cumprod': lambda a, k: torch.cumprod(a[0], k['dim']),
+    'softmax': lambda a, k: torch.softmax(a[0], k['dim']),
+    'log_softmax': lambda a, k: torch.log_softmax(a[0], k['dim']),
+    # sorting
+    'sort': lambda a, k: tuple(torch.sort(a[0], stable=True, dim=k.get('dim', -1),
+                                          descending=k.get('descending', False))),
+    'argsort': lambda a, k: torch.sort(a[0], stable=True, dim=k.get('dim', -1),
+                                       descending=k.get('descending', False))[1],
+    'topk': lambda a, k: topk(a[0], k['k'], k.get('dim', -1), k.get('largest', True)),
+    # indexing and joining
+    'index_select': lambda a, k: torch.index_select(a[0], k['dim'], a[1]),
+    'gather': lambda a, k: torch.gather(a[0], k['dim'], a[1]),
+    'scatter': lambda a, k: torch.scatter(a[0], k['dim'], a[1], a[2]),
+    'scatter_add': lambda a, k: torch.scatter_add(a[0], k['dim'], a[1], a[2]),
+    'index_add': lambda a, k: torch.index_add(a[0], k['dim'], a[1], a[2],
+                                              alpha=k.get('alpha', 1)),
+    'index_copy': lambda a, k: torch.index_copy(a[0], k['dim'], a[1], a[2]),
+    'index_fill': lambda a, k: torch.index_fill(a[0], k['dim'], a[1], k['value']),
+    'masked_select': lambda a, k: torch.masked_select(a[0], a[1]),
+    'nonzero': lambda a, k: torch.nonzero(a[0]),
+    'cat': lambda a, k: torch.cat(a, k.get('dim', 0)),
+    'stack': lambda a, k: torch.stack(a, k.get('dim', 0)),
+    'split': lambda a, k: tuple(torch.split(a[0], k['size'], k.get('dim', 0))),
+    'chunk': lambda a, k: tuple(torch.chunk(a[0], k['n'], k.get('dim', 0))),
+    'flip': lambda a, k: torch.flip(a[0], k['dims']),
+    'roll': lambda a, k: torch.roll(a[0], k['shifts'], k['dims']),
+    'repeat': lambda a, k: a[0].repeat(*k['reps']),
+    'tril': lambda a, k: torch.tril(a[0], k.get('k', 0)),
+    'triu': lambda a, k: torch.triu(a[0], k.get('k', 0)),
+    'unique': lambda a, k: tuple(torch.unique(a[0], sorted=True, return_inverse=True,
+                                              return_counts=True)),
+    # shaping
+    'reshape': lambda a, k: a[0].reshape(k['shape']),
+    'transpose': lambda a, k: a[0].transpose(k['d0'], k['d1']),
+    'permute': lambda a, k: a[0].permute(k['dims']),
+    'expand': lambda a, k: a[0].expand(k['shape']),
+    'squeeze': lambda a, k: a[0].squeeze(k['dim']) if 'dim' in k else a[0].squeeze(),
+    'unsqueeze': lambda a, k: a[0].unsqueeze(k['dim']),
+    'narrow': lambda a, k: a[0].narrow(k['dim'], k['start'], k['length']),
+    'select': lambda a, k: a[0].select(k['dim'], k['index']),
+    'unfold': lambda a, k: a[0].unfold(k['dim'], k['size'], k['step']),
+    'flatten': lambda a, k: a[0].flatten(),
+    'contiguous': lambda a, k: a[0].contiguous(),
+    'to': lambda a, k: a[0].to(getattr(torch, k['dtype'])),
+    # linear algebra
+    'matmul': lambda a, k: torch.matmul(a[0], a[1]),
+    'mm': lambda a, k: torch.mm(a[0], a[1]),
+    'mv': lambda a, k: torch.mv(a[0], a[1]),
+    'bmm': lambda a, k: torch.bmm(a[0], a[1]),
+    'dot': lambda a, k: torch.dot(a[0], a[1]),
+    'outer': lambda a, k: torch.outer(a[0], a[1]),
+    'addmm': lambda a, k: torch.addmm(a[0], a[1], a[2], beta=k.get('beta', 1),
+                                      alpha=k.get('alpha', 1)),
+    'baddbmm': lambda a, k: torch.baddbmm(a[0], a[1], a[2], beta=k.get('beta', 1),
+                                          alpha=k.get('alpha', 1)),
+    'linear': lambda a, k: F.linear(a[0], a[1], opt(a, 2)),
+    # nn
+    'conv1d': lambda a, k: F.conv1d(a[0], a[1], opt(a, 2), **k),
+    'conv2d': lambda a, k: F.conv2d(a[0], a[1], opt(a, 2), **k),
+    'conv_transpose1d': lambda a, k: F.conv_transpose1d(a[0], a[1], opt(a, 2), **k),
+    'conv_transpose2d': lambda a, k: F.conv_transpose2d(a[0], a[1], opt(a, 2), **k),
+    'max_pool1d': lambda a, k: F.max_pool1d(a[0], **k),
+    'max_pool2d': lambda a, k: F.max_pool2d(a[0], **k),
+    'max_pool2d_indices': lambda a, k: tuple(F.max_pool2d(a[0], return_indices=True, **k)),
+    'avg_pool1d': lambda a, k: F.avg_pool1d(a[0], **k),
+    'avg_pool2d': lambda a, k: F.avg_pool2d(a[0], **k),
+    'adaptive_avg_pool2d': lambda a, k: F.adaptive_avg_pool2d(a[0], k['size']),
+    'adaptive_avg_pool1d': lambda a, k: F.adaptive_avg_pool1d(a[0], k['size']),
+    'adaptive_max_pool2d': lambda a, k: F.adaptive_max_pool2d(a[0], k['size']),
+    'max_unpool2d': lambda a, k: F.max_unpool2d(a[0], a[1], **k),
+    'batch_norm': lambda a, k: F.batch_norm(a[0], a[1], a[2], opt(a, 3), opt(a, 4),
+                                            training=k.get('training', False),
+                                            eps=k.get('eps', 1e-5)),
+    'batch_norm_train': lambda a, k: F.batch_norm(a[0], None, None, opt(a, 1), opt(a, 2),
+                                                  training=True, eps=k.get('eps', 1e-5)),
+    'layer_norm': lambda a, k: F.layer_norm(a[0], norm_shape(a, k), opt(a, 1), opt(a, 2),
+                                            eps=k.get('eps', 1e-5)),
+    'rms_norm': lambda a, k: rms_norm(a[0], norm_shape(a, k), opt(a, 1), k.get('eps', 1e-6)),
+    'group_norm': lambda a, k: F.group_norm(a[0], k['groups'], opt(a, 1), opt(a, 2),
+                                            eps=k.get('eps', 1e-5)),
+    'instance_norm': lambda a, k: F.instance_norm(a[0], weight=opt(a, 1), bias=opt(a, 2)),
+    'embedding': lambda a, k: F.embedding(a[0], a[1], padding_idx=k.get('padding_idx')),
+    'one_hot': lambda a, k: F.one_hot(a[0], k.get('n', -1)),
+    'sdpa': lambda a, k: sdpa(a[0], a[1], a[2], k.get('causal', False), opt(a, 3)),
+    'cross_entropy': lambda a, k: F.cross_entropy(a[0], a[1], weight=opt(a, 2), **k),
+    'nll_loss': lambda a, k: F.nll_loss(a[0], a[1], weight=opt(a, 2), **k),
+    'mse_loss': lambda a, k: F.mse_loss(a[0], a[1], **k),
+    'l1_loss': lambda a, k: F.l1_loss(a[0], a[1], **k),
+    'smooth_l1_loss': lambda a, k: F.smooth_l1_loss(a[0], a[1], **k),
+    'binary_cross_entropy': lambda a, k: F.binary_cross_entropy(a[0], a[1], weight=opt(a, 2),
+                                                                **k),
+    'bce_with_logits': lambda a, k: F.binary_cross_entropy_with_logits(a[0], a[1], **k),
+    'kl_div': lambda a, k: F.kl_div(a[0], a[1], **k),
+}
