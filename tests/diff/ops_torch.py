@@ -140,7 +140,9 @@ OPS = {
                                               alpha=k.get('alpha', 1)),
     'index_copy': lambda a, k: torch.index_copy(a[0], k['dim'], a[1], a[2]),
     'index_fill': lambda a, k: torch.index_fill(a[0], k['dim'], a[1], k['value']),
-    'masked_select': lambda a, k: torch.masked_select(a[0], a[1]),
+    # PyTorch 1.13's masked_select backward scatters the gradient in the wrong order when the
+    # input is not contiguous (a transposed input): the reference selects from a contiguous copy.
+    'masked_select': lambda a, k: torch.masked_select(a[0].contiguous(), a[1]),
     'nonzero': lambda a, k: torch.nonzero(a[0]),
     'cat': lambda a, k: torch.cat(a, k.get('dim', 0)),
     'stack': lambda a, k: torch.stack(a, k.get('dim', 0)),
