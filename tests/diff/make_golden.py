@@ -22,6 +22,7 @@ import math
 import os
 import struct
 import sys
+import zlib
 
 import torch
 
@@ -87,6 +88,10 @@ def draw(kind, shape, dt, gen):
     if name == 'int' and is_float(dt):
         lo, hi = [int(s) for s in arg.split(',')]
         return torch.randint(lo, hi, shape, generator=gen).to(dt)
+    if name == 'list':  # the listed values, cycled
+        vals = [float(v) for v in arg.split(',')]
+        return torch.tensor([vals[i % len(vals)] for i in range(n)], dtype=torch.float64
+                            ).reshape(shape).to(dt)
     if name == 'const':
         return torch.full(shape, float(arg), dtype=dt)
     if not is_float(dt):
@@ -344,9 +349,13 @@ class Pools:
 def main():
     cases = read_cases()
     torch.manual_seed(0)
-    pools, lines = Pools(), []
+    pools, lines, seen = Pools(), [], {}
     for n, c in enumerate(cases, 1):
-        gen = torch.Generator().manual_seed(n)
+        # The seed comes from the case itself (and its repeat count), not its position, so
+        # adding cases leaves the others' inputs as they were.
+        key = json.dumps([c['op'], c['inputs'], c['kwargs']], sort_keys=True)
+        seen[key] = seen.get(key, 0) + 1
+        gen = torch.Generator().manual_seed(zlib.crc32(f'{key} {seen[key]}'.encode()))
         bases = [draw(i['kind'], base_shape(i['shape'], i['layout']), DTYPES[i['dtype']], gen)
                  for i in c['inputs']]
         what = f'case {n} ({c["file"]}: {c["op"]} {c["inputs"]} {c["kwargs"]})'

@@ -49,6 +49,11 @@ local function reduction(k) return k.reduction or 'mean' end
 
 local OPS = {}
 
+-- The stored tensor each input view was made from (set by the runner): in-place cases return
+-- it, to show where their writes landed.
+local BASES = setmetatable({}, { __mode = 'k' })
+OPS.BASES = BASES
+
 for _, n in ipairs { 'neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'log1p', 'sqrt', 'rsqrt', 'sin',
   'cos', 'tan', 'tanh', 'sigmoid', 'relu', 'floor', 'ceil', 'round', 'trunc', 'reciprocal',
   'square', 'erf', 'isnan', 'isinf', 'isfinite', 'logical_not', 'bitwise_not', 'silu' } do
@@ -148,6 +153,21 @@ OPS.flatten = function(a) return a[1]:flatten() end
 OPS.contiguous = function(a) return a[1]:contiguous() end
 OPS.to = function(a, k) return a[1]:to(k.dtype) end
 
+-- In place on the view a[1]: the whole stored input (where the writes landed) and the view.
+local function inplace(name)
+  return function(a, k)
+    local base = BASES[a[1]] or a[1]
+    local args = { unpack(a, 2) }
+    if k.s ~= nil then args[#args + 1] = k.s end
+    local r = a[1][name .. '_'](a[1], unpack(args))
+    return base:clone(), r:clone()
+  end
+end
+for _, n in ipairs { 'add', 'sub', 'mul', 'div', 'clamp_min', 'exp', 'neg', 'copy', 'fill',
+  'zero', 'masked_fill', 'sigmoid' } do
+  OPS[n .. '_'] = inplace(n)
+end
+
 for _, n in ipairs { 'matmul', 'mm', 'mv', 'bmm', 'dot', 'outer' } do OPS[n] = binary(n) end
 OPS.addmm = function(a, k) return ember.addmm(a[1], a[2], a[3], { beta = k.beta, alpha = k.alpha }) end
 OPS.baddbmm = function(a, k)
@@ -186,6 +206,8 @@ OPS.layer_norm = function(a, k) return F.layer_norm(a[1], norm_shape(a, k), a[2]
 OPS.rms_norm = function(a, k) return F.rms_norm(a[1], norm_shape(a, k), a[2], k.eps or 1e-6) end
 OPS.group_norm = function(a, k) return F.group_norm(a[1], k.groups, a[2], a[3], k.eps) end
 OPS.instance_norm = function(a) return F.instance_norm(a[1], nil, nil, a[2], a[3]) end
+OPS.rotate_half = function(a) return F.rotate_half(a[1]) end
+OPS.apply_rotary = function(a) return F.apply_rotary(a[1], a[2], a[3]) end
 OPS.embedding = function(a, k)
   return F.embedding(a[1], a[2], { padding_idx = D(k.padding_idx) })
 end

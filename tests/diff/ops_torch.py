@@ -62,6 +62,22 @@ def topk(x, k, dim, largest):
     return v.narrow(dim, 0, k), i.narrow(dim, 0, k)
 
 
+def inplace(name):
+    """x.<name>_(...) on the view a[0]; the result is the view's whole storage (its base,
+    made contiguous: where the writes landed) and the view."""
+    def f(a, k):
+        base = a[0]._base if a[0]._base is not None else a[0]
+        args = a[1:] + ([k['s']] if 's' in k else [])
+        r = getattr(a[0], name + '_')(*args)
+        return base.clone(), r.clone()
+    return f
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), -1)
+
+
 def opt(a, i):
     return a[i] if len(a) > i else None
 
@@ -168,6 +184,9 @@ OPS = {
     'flatten': lambda a, k: a[0].flatten(),
     'contiguous': lambda a, k: a[0].contiguous(),
     'to': lambda a, k: a[0].to(getattr(torch, k['dtype'])),
+    # in place, on a view of the stored input (expanded views must be refused)
+    **{n + '_': inplace(n) for n in ['add', 'sub', 'mul', 'div', 'clamp_min', 'exp', 'neg',
+                                     'copy', 'fill', 'zero', 'masked_fill', 'sigmoid']},
     # linear algebra
     'matmul': lambda a, k: torch.matmul(a[0], a[1]),
     'mm': lambda a, k: torch.mm(a[0], a[1]),
@@ -205,6 +224,8 @@ OPS = {
     'group_norm': lambda a, k: F.group_norm(a[0], k['groups'], opt(a, 1), opt(a, 2),
                                             eps=k.get('eps', 1e-5)),
     'instance_norm': lambda a, k: F.instance_norm(a[0], weight=opt(a, 1), bias=opt(a, 2)),
+    'rotate_half': lambda a, k: rotate_half(a[0]),
+    'apply_rotary': lambda a, k: a[0] * a[1] + rotate_half(a[0]) * a[2],
     'embedding': lambda a, k: F.embedding(a[0], a[1], padding_idx=k.get('padding_idx')),
     'one_hot': lambda a, k: F.one_hot(a[0], k.get('n', -1)),
     'sdpa': lambda a, k: sdpa(a[0], a[1], a[2], k.get('causal', False), opt(a, 3)),
