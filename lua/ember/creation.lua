@@ -19,6 +19,16 @@ local function options(opts, fn)
 end
 M.options = options
 
+-- Whether every value is a whole number: creation from such arguments gives int64, as PyTorch
+-- gives for Python ints (a Lua number cannot tell 5 from 5.0, so 5.0 counts as whole too).
+local function whole(...)
+  for i = 1, select('#', ...) do
+    local v = select(i, ...)
+    if v ~= math.floor(v) or v ~= v then return false end
+  end
+  return true
+end
+
 local function make(fn, cfun)
   return function(...)
     local n, sizes, opts = core.parse_sizes(fn, ...)
@@ -31,7 +41,9 @@ M.empty = make('empty', C.em_empty)
 M.zeros = make('zeros', C.em_zeros)
 M.ones = make('ones', C.em_ones)
 
--- full(sizes, value [, opts]): a boolean value makes a bool tensor unless opts.dtype says.
+-- full(sizes, value [, opts]): unless opts.dtype says, a boolean value makes a bool tensor, a
+-- whole number an int64 one (as PyTorch's full with an int) and any other number one of the
+-- default dtype.
 function M.full(size, value, opts)
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
     error('full: expected a fill value, got ' .. type(value), 2)
@@ -40,7 +52,9 @@ function M.full(size, value, opts)
   if is_bool then value = value and 1 or 0 end
   local n, sizes = core.parse_sizes('full', size)
   local dtype, device = options(opts, 'full')
-  if is_bool and (opts == nil or opts.dtype == nil) then dtype = C.EM_BOOL end
+  if opts == nil or opts.dtype == nil then
+    if is_bool then dtype = C.EM_BOOL elseif whole(value) then dtype = C.EM_INT64 end
+  end
   return own(C.em_full(n, sizes, value, dtype, device), C.em_full, n, sizes, value, dtype, device)
 end
 
@@ -106,7 +120,8 @@ function M.tensor(data, opts)
 end
 
 -- arange(end), arange(start, end), arange(start, end, step), each with an optional options
--- table. The end is exclusive, as in PyTorch.
+-- table. The end is exclusive, as in PyTorch. Whole-number arguments give int64 unless
+-- opts.dtype says otherwise; integer dtypes truncate start, end and step first, as PyTorch.
 function M.arange(a, b, c, d)
   local args, opts = { a, b, c, d }, nil
   for i = 4, 1, -1 do
@@ -119,6 +134,7 @@ function M.arange(a, b, c, d)
     error('arange: expected numbers for start, end and step', 2)
   end
   local dtype, device = options(opts, 'arange')
+  if (opts == nil or opts.dtype == nil) and whole(start, stop, step) then dtype = C.EM_INT64 end
   return own(C.em_arange(start, stop, step, dtype, device))
 end
 
