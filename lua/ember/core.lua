@@ -282,6 +282,18 @@ function core.cdim(d, fn)
   return d
 end
 
+-- The one check of an integer argument (a size, an index, a count): a Lua number that is
+-- whole, finite and inside int64, else an error naming fn, what and the value, at `level` (as
+-- error's, seen from the caller of int_arg). Returns v.
+function core.int_arg(fn, what, v, level)
+  if type(v) ~= 'number' or v ~= math.floor(v) or v >= 2 ^ 63 or v < -2 ^ 63 then
+    local shown = type(v) == 'number' and (v ~= v and 'nan' or tostring(v)) or type(v)
+    error(('%s: expected an integer %s, got %s'):format(fn, what, shown), (level or 1) + 1)
+  end
+  return v
+end
+local int_arg = core.int_arg
+
 -- Parses sizes given as numbers or as one table: f(3, 4), f({3, 4}), f(x:size()). Returns the
 -- count, an int64_t[8] array, and the first argument after the sizes.
 local size_buf = ffi.new('int64_t[8]')
@@ -295,6 +307,7 @@ function core.parse_sizes(fn, ...)
       if type(s) ~= 'number' then
         error(fn .. ': expected sizes as numbers, got ' .. type(s), 3)
       end
+      int_arg(fn, 'size', s, 3)
       n = n + 1
       if n > 8 then error(fn .. ': expected at most 8 dimensions, got ' .. #first, 3) end
       size_buf[n - 1] = s
@@ -305,6 +318,7 @@ function core.parse_sizes(fn, ...)
     for i = 1, nargs do
       local s = select(i, ...)
       if type(s) ~= 'number' then break end
+      int_arg(fn, 'size', s, 3)
       n = n + 1
       if n > 8 then error(fn .. ': expected at most 8 dimensions', 3) end
       size_buf[n - 1] = s

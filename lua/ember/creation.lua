@@ -138,11 +138,7 @@ function M.arange(a, b, c, d)
   return own(C.em_arange(start, stop, step, dtype, device))
 end
 
-local function check_integer(fn, what, v)
-  if type(v) ~= 'number' or v ~= math.floor(v) or v ~= v then
-    error(('%s: expected an integer %s, got %s'):format(fn, what, tostring(v)), 3)
-  end
-end
+local function check_integer(fn, what, v) core.int_arg(fn, what, v, 3) end
 
 -- linspace(start, end [, steps = 100] [, opts]): both ends included and exact.
 function M.linspace(start, stop, steps, opts)

@@ -82,11 +82,7 @@ local function ldim(d, n, fn)
   return d > 0 and d - 1 or d
 end
 
-local function check_integer(fn, what, v)
-  if type(v) ~= 'number' or v ~= math.floor(v) then
-    error(('%s: expected an integer %s, got %s'):format(fn, what, tostring(v)), 3)
-  end
-end
+local function check_integer(fn, what, v) core.int_arg(fn, what, v, 3) end
 
 local function dim_size(x, d) return tonumber(x.ptr.sizes[d < 0 and x.ptr.ndim + d or d]) end
 

@@ -249,6 +249,7 @@ int em_pinned_device(const em_tensor *t) {
 /* full under the name of the function the caller called, for its error messages. */
 static em_tensor *full_named(const char *fn, int ndim, const int64_t *sizes, double value,
                              em_dtype dtype, int device) {
+  if (em_check_dtype(fn, dtype) != 0 || em_check_fill_value(fn, dtype, value) != 0) return NULL;
   em_tensor *t = alloc_tensor(fn, ndim, sizes, dtype, device);
   if (t && em_numel(t) > 0 && em_device_backend(device)->fill(t, value) != 0) {
     em_release(t);
