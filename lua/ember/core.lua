@@ -243,9 +243,17 @@ for i = 0, C.EM_NUM_DTYPES - 1 do
 end
 core.dtype_names = dtype_names
 
+-- The cast methods (x:long() ...) as dtypes: {dtype = ember.long}; tensor.lua fills it.
+core.dtype_of_cast = {}
+
 function core.dtype_id(d, fn)
   if d == nil then return nil end
   if type(d) == 'number' then return d end
+  if core.dtype_of_cast[d] then return dtype_ids[core.dtype_of_cast[d]] end
+  if type(d) ~= 'string' then
+    error(("%sexpected a dtype name such as 'float32', got %s"):format(fn and fn .. ': ' or '',
+      type(d)), 3)
+  end
   local id = dtype_ids[d]
   if id then return id end
   id = C.em_dtype_from_name(tostring(d))

@@ -6,13 +6,16 @@ local C, own = core.C, core.own
 
 local M = {}
 
+-- The keys every creation function's options table may hold.
+local OPTION_KEYS = { 'dtype', 'device' }
+
 local function options(opts, fn)
   if opts ~= nil and type(opts) ~= 'table' then
     error(fn .. ': expected an options table {dtype=..., device=...}, got ' .. type(opts), 3)
   end
-  opts = opts or {}
+  opts = require('ember.util.names').check_options(fn, opts, OPTION_KEYS, 3)
   local d = opts.dtype
-  if d ~= nil and type(d) ~= 'string' and type(d) ~= 'number' then
+  if d ~= nil and type(d) ~= 'string' and type(d) ~= 'number' and not core.dtype_of_cast[d] then
     error(("%s: expected a dtype name such as 'float32', got %s"):format(fn, type(d)), 3)
   end
   return core.dtype_id(d, fn) or core.default_dtype, core.device_id(opts.device, fn)
@@ -69,7 +72,7 @@ function M.tensor(data, opts)
   if type(opts) ~= 'table' and opts ~= nil then
     error('tensor: expected an options table, got ' .. type(opts), 2)
   end
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('tensor', opts, OPTION_KEYS)
   local default = core.default_dtype
   if type(data) == 'number' or type(data) == 'boolean' then
     local v = data
@@ -165,13 +168,13 @@ function M.eye(n, m, opts)
 end
 
 -- The _like forms take the shape, dtype and device of x unless opts says otherwise.
-local function like_opts(x, opts)
-  opts = opts or {}
+local function like_opts(x, opts, fn)
+  opts = require('ember.util.names').check_options(fn, opts, OPTION_KEYS, 3)
   return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id }
 end
-function M.empty_like(x, opts) return M.empty(x:size(), like_opts(x, opts)) end
-function M.zeros_like(x, opts) return M.zeros(x:size(), like_opts(x, opts)) end
-function M.ones_like(x, opts) return M.ones(x:size(), like_opts(x, opts)) end
-function M.full_like(x, v, opts) return M.full(x:size(), v, like_opts(x, opts)) end
+function M.empty_like(x, opts) return M.empty(x:size(), like_opts(x, opts, 'empty_like')) end
+function M.zeros_like(x, opts) return M.zeros(x:size(), like_opts(x, opts, 'zeros_like')) end
+function M.ones_like(x, opts) return M.ones(x:size(), like_opts(x, opts, 'ones_like')) end
+function M.full_like(x, v, opts) return M.full(x:size(), v, like_opts(x, opts, 'full_like')) end
 
 return M

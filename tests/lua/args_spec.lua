@@ -205,3 +205,77 @@ describe('sizes', function()
     H.assert_error(function() ember.linspace(0, 1, 1 / 0) end, 'linspace: expected an integer number of steps, got inf')
   end)
 end)
+
+describe('misspelt names', function()
+  local nn = ember.nn
+
+  it('every dtype name is a constant, and the casts are dtypes too', function()
+    for _, d in ipairs({ 'float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16',
+      'int32', 'int64', 'bool' }) do
+      assert.are.equal(d, ember.zeros(1, { dtype = ember[d] }):dtype(), d)
+    end
+    assert.are.equal('float64', ember.float64)
+    assert.are.equal('int64', ember.zeros(1, { dtype = ember.long }):dtype())
+    assert.are.equal('float64', ember.zeros(1, { dtype = ember.double }):dtype())
+    assert.are.equal('int64', ember.zeros(2):to(ember.int64):dtype())
+    assert.are.equal('float16', ember.zeros(2):to(ember.half):dtype())
+    assert.are.equal('bool', ember.bool(ember.zeros(2)):dtype()) -- still the cast
+  end)
+
+  it('a misspelt ember name is an error suggesting close ones, not a silent nil', function()
+    H.assert_error(function() return ember.flaot64 end,
+      "ember: no function or field 'flaot64' (did you mean 'float64'")
+    H.assert_error(function() ember.zeors(2) end, "did you mean 'zeros'")
+  end)
+
+  it('a method that does not exist suggests close names', function()
+    local x = ember.zeros(2)
+    H.assert_error(function() x:reshpae(2) end,
+      "tensor: no method or field 'reshpae' (did you mean 'reshape'")
+    H.assert_error(function() return x.requires_gard end, "did you mean 'requires_grad'")
+    H.assert_error(function() x:nosuchthing() end, "tensor: no method or field 'nosuchthing'")
+  end)
+
+  it("to('float128') says unknown dtype or device", function()
+    H.assert_error(function() ember.zeros(2):to('float128') end, "to: unknown dtype or device 'float128'")
+  end)
+
+  -- A broad sample of functions that take options: each refuses a misspelt key, names it
+  -- and suggests the closest valid one.
+  local cases = {
+    { 'zeros', function() ember.zeros(2, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'ones', function() ember.ones(2, { devcie = 'cpu' }) end, 'devcie', 'device' },
+    { 'full', function() ember.full({ 2 }, 1, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'arange', function() ember.arange(3, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'linspace', function() ember.linspace(0, 1, 3, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'eye', function() ember.eye(2, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'tensor', function() ember.tensor({ 1 }, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'rand', function() ember.rand(2, { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'zeros_like', function() ember.zeros_like(ember.zeros(2), { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'Linear', function() nn.Linear(2, 2, { biass = false }) end, 'biass', 'bias' },
+    { 'Bilinear', function() nn.Bilinear(2, 2, 2, { bais = false }) end, 'bais', 'bias' },
+    { 'Conv2d', function() nn.Conv2d(1, 1, 3, { stirde = 2 }) end, 'stirde', 'stride' },
+    { 'Conv1d', function() nn.Conv1d(1, 1, 3, { paddng = 1 }) end, 'paddng', 'padding' },
+    { 'MaxPool2d', function() nn.MaxPool2d(2, { strid = 2 }) end, 'strid', 'stride' },
+    { 'AvgPool2d', function() nn.AvgPool2d(2, { ceil_mod = true }) end, 'ceil_mod', 'ceil_mode' },
+    { 'BatchNorm1d', function() nn.BatchNorm1d(3, { momentun = 0.2 }) end, 'momentun', 'momentum' },
+    { 'LayerNorm', function() nn.LayerNorm(3, { esp = 1e-3 }) end, 'esp', 'eps' },
+    { 'GroupNorm', function() nn.GroupNorm(1, 3, { afine = false }) end, 'afine', 'affine' },
+    { 'Embedding', function() nn.Embedding(3, 2, { paddingidx = 1 }) end, 'paddingidx', 'padding_idx' },
+    { 'MSELoss', function() nn.MSELoss({ reductoin = 'sum' }) end, 'reductoin', 'reduction' },
+    { 'CrossEntropyLoss', function() nn.CrossEntropyLoss({ label_smoothin = 0.1 }) end,
+      'label_smoothin', 'label_smoothing' },
+    { 'SGD', function() ember.optim.SGD({ ember.zeros(1) }, { lrr = 0.1 }) end, 'lrr', 'lr' },
+    { 'GRU', function() nn.GRU(3, 4, { bidirectonal = true }) end, 'bidirectonal', 'bidirectional' },
+    { 'RotaryEmbedding', function() nn.RotaryEmbedding(8, { max_length = 3 }) end, 'max_length', 'max_len' },
+    { 'DataLoader', function()
+      ember.data.DataLoader(ember.data.TensorDataset(ember.zeros(4)), { batchsize = 2 })
+    end, 'batchsize', 'batch_size' },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. ' refuses a misspelt option and suggests the valid one', function()
+      H.assert_error(c[2], 'unknown option ' .. c[3])
+      H.assert_error(c[2], 'did you mean ' .. c[4] .. '?')
+    end)
+  end
+end)

@@ -223,10 +223,19 @@ function F.kl_div(input, target, reduction, log_target)
 end
 
 -- ---- modules -----------------------------------------------------------------------------------
+-- The options each loss module takes (besides reduction).
+local LOSS_OPTIONS = {
+  SmoothL1Loss = { 'beta' }, NLLLoss = { 'weight', 'ignore_index' },
+  CrossEntropyLoss = { 'weight', 'ignore_index', 'label_smoothing' }, BCELoss = { 'weight' },
+  BCEWithLogitsLoss = { 'weight', 'pos_weight' }, KLDivLoss = { 'log_target' },
+}
+
 local function loss_module(name, call, repr)
   local cls = Module:extend(name)
+  local allowed = { 'reduction' }
+  for _, k in ipairs(LOSS_OPTIONS[name] or {}) do allowed[#allowed + 1] = k end
   cls.__init = function(self, opts)
-    opts = opts or {}
+    opts = require('ember.util.names').check_options(name, opts, allowed, 3)
     self.opts = opts
     self.reduction = opts.reduction or 'mean'
   end
