@@ -317,6 +317,8 @@ function methods.fill_(x, v)
   return x
 end
 function methods.zero_(x) check(C.em_zero_(x.ptr)); return x end
+-- Torch7's names: x:fill(v) and x:zero() write into x and return it.
+methods.fill, methods.zero = methods.fill_, methods.zero_
 
 function methods.copy_(x, src)
   check(C.em_copy_(x.ptr, src.ptr))
