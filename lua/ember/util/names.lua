@@ -25,7 +25,7 @@ function M.distance(a, b)
 end
 
 -- Up to `limit` (6) of `candidates` (a list) close to `name`: a small edit distance
--- (about a third of its letters), or starting with it (3 letters or more); closest first.
+-- (about a third of its letters), or starting with it (3 letters or more).
 function M.closest(name, candidates, limit)
   local q = tostring(name):lower()
   local scored = {}
@@ -34,10 +34,15 @@ function M.closest(name, candidates, limit)
     local d = M.distance(q, l)
     local near = d <= math.max(1, math.floor((#q + 1) / 3))
     if near or (#q >= 3 and l:sub(1, #q) == q) then
-      scored[#scored + 1] = { n, near and d or #q }
+      scored[#scored + 1] = { n, near and d or #q, math.abs(#l - #q) }
     end
   end
-  table.sort(scored, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
+  -- closest first; between equals, the one of the same length (a swap before a deletion)
+  table.sort(scored, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    if a[3] ~= b[3] then return a[3] < b[3] end
+    return a[1] < b[1]
+  end)
   local out = {}
   for i = 1, math.min(limit or 6, #scored) do out[i] = scored[i][1] end
   return out
