@@ -98,6 +98,7 @@ static int copy_raw(em_tensor *dst, const em_tensor *src) {
 
 int em_fill_(em_tensor *t, double value) {
   if (t == NULL) return em_error("fill_: expected a tensor, got NULL");
+  if (em_check_fill_value("fill_", (em_dtype)t->dtype_id, value) != 0) return -1;
   if (em_numel(t) == 0) return 0;
   const em_backend *be = em_device_backend(t->device_id);
   if (be->fill == NULL)
