@@ -105,11 +105,7 @@ static int check_bounds(const char *fn, const em_tensor *index, int dim, int64_t
 
 /* In-place targets must not be expanded: two positions would share one element. */
 static int check_writable(const char *fn, const em_tensor *x) {
-  for (int d = 0; d < x->ndim; d++)
-    if (x->strides[d] == 0 && x->sizes[d] > 1)
-      return em_error("%s: cannot write in place into an expanded tensor (stride 0 in "
-                      "dimension %d); clone it first", fn, d);
-  return 0;
+  return em_check_writable(fn, x); /* overlapping windows too (layout_check.c) */
 }
 
 /* A view of t with the given sizes in every dimension (each no larger than t's), on the stack,
