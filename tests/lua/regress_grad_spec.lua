@@ -111,3 +111,71 @@ describe('backward through empty results', function()
     for _, p in ipairs(m:parameters()) do assert.are.equal(0, p.grad:abs():sum():item()) end
   end)
 end)
+
+describe('single-formula special cases', function()
+  it('max_unpool2d stores values whose windows overlap, as PyTorch (not their sum)', function()
+    -- max_pool2d with stride 1 < kernel 2 picks the 5 at (1, 2) twice and the 3 at (2, 2) twice
+    local x = ember.tensor({ { { { 1, 5, 2 }, { 0, 3, 1 }, { 2, 1, 0 } } } })
+    local p, ind = F.max_pool2d(x, 2, { stride = 1, return_indices = true })
+    local want = H.zeros({ 3, 3 }) -- a plain loop: out[ind] = p
+    local pt, it_ = p:totable()[1][1], ind:totable()[1][1]
+    for i = 1, 2 do
+      for j = 1, 2 do
+        local k = it_[i][j] - 1
+        want[math.floor(k / 3) + 1][k % 3 + 1] = pt[i][j]
+      end
+    end
+    H.assert_close(F.max_unpool2d(p, ind, 2, { stride = 1 })[1][1], want, 0, 0)
+    local V = vulkan_device()
+    if V then
+      H.assert_close(F.max_unpool2d(p:to(V), ind:to(V), 2, { stride = 1 }):to('cpu')[1][1], want, 0, 0)
+    end
+    -- its gradient is PyTorch's: the gather at the indices (both copies read their cell)
+    local pl = p:double():requires_grad_()
+    local gy = f64({ { { { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 } } } })
+    F.max_unpool2d(pl, ind, 2, { stride = 1 }):backward(gy)
+    local gw = {}
+    for i = 1, 2 do
+      gw[i] = {}
+      for j = 1, 2 do gw[i][j] = it_[i][j] end -- gy holds 1-based positions as values
+    end
+    H.assert_close(pl.grad[1][1], gw, 0, 0)
+  end)
+
+  it('softplus(beta, threshold) has finite gradients where exp(beta x) overflows', function()
+    local xs = { 100, 50, -100, 1, 0, 30, -0.5 }
+    for _, dt in ipairs({ 'float32', 'float64' }) do
+      local x = ember.tensor(xs, { dtype = dt }):requires_grad_()
+      local y = x:softplus(2, 1000)
+      local l = y:sum()
+      l:backward()
+      local want = {}
+      for i, v in ipairs(xs) do want[i] = 1 / (1 + math.exp(-2 * v)) end -- sigmoid(beta x)
+      H.assert_close(x.grad, want, 1e-6, 1e-30, dt)
+    end
+  end)
+
+  it('std backward at zero spread is 0, as PyTorch', function()
+    local x = leaf({ { 3, 3, 3 }, { 1, 2, 4 } })
+    local l = x:std(2):sum()
+    l:backward()
+    local g = x.grad:totable()
+    H.assert_close(g[1], { 0, 0, 0 }, 0, 0)
+    -- the other row against finite differences
+    gradcheck(function(a) return a:std(2) end, { leaf({ { 1, 2, 4 } }) })
+    local y = leaf({ 5, 5 })
+    local s = y:std()
+    s:backward()
+    H.assert_close(y.grad, { 0, 0 }, 0, 0)
+  end)
+
+  it('float64 2 ^ x backward uses a float64 ln 2', function()
+    local x = leaf({ 1.5, -3.25, 0 })
+    local y = 2 ^ x
+    local l = y:sum()
+    l:backward()
+    local want = {}
+    for i, v in ipairs({ 1.5, -3.25, 0 }) do want[i] = 2 ^ v * math.log(2) end
+    H.assert_close(x.grad, want, 1e-15, 0)
+  end)
+end)

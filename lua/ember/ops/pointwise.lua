@@ -147,11 +147,21 @@ methods.divide = methods.div
 
 -- softplus(beta, threshold): PyTorch's parameters, composed from the beta = 1 kernel.
 local plain_softplus = methods.softplus
+-- float16/bfloat16 compute in float32 and round once (beta * x is not rounded first). Below
+-- the threshold, log1p(exp(bx)) is taken on bx clamped to 40, past which it equals bx in
+-- float64 already: exp never overflows, so where's unselected side has a finite gradient
+-- (inf * 0 would make NaN).
 function methods.softplus(x, beta, threshold)
   beta, threshold = beta or 1, threshold or 20
   if beta == 1 and threshold == 20 then return plain_softplus(x) end
+  local dt = x:dtype()
+  if dt == 'float16' or dt == 'bfloat16' then
+    return methods.softplus(x:to('float32'), beta, threshold):to(dt)
+  end
   local bx = x * beta
-  return M.where(bx:gt(threshold), x, methods.log1p(methods.exp(bx)) / beta)
+  local big = bx:gt(40)
+  local inner = M.where(big, bx, methods.log1p(methods.exp(bx:clamp(nil, 40))))
+  return M.where(bx:gt(threshold), x, inner / beta)
 end
 M.softplus = methods.softplus
 local plain_softplus_ = methods.softplus_

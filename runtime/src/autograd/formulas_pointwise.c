@@ -136,7 +136,10 @@ static int binary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     }
     T gb = NULL;
     if (needs(node, 1)) {
-      T logs = un(EM_LOG, ref(a));
+      /* log a in the gradient's dtype: an integer base (2 ^ x) would take its log in the
+       * default float32, a float32 ln 2 inside a float64 gradient */
+      T af = a->dtype_id == g->dtype_id ? ref(a) : em_to_dtype(a, (em_dtype)g->dtype_id);
+      T logs = un(EM_LOG, af);
       gb = where3(bsc(EM_EQ, ref(a), 0), scalar(0, g), mul(ref(g), mul(ref(y), logs)));
     }
     return put2(node, gi, ga, gb);

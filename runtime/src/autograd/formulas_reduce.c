@@ -158,8 +158,15 @@ static int moments_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   int dims[EM_MAX_DIMS], n = mask_dims(mask, x->ndim, dims);
   T mean = em_reduce(EM_MEAN, x, n, dims, 1);
   T centered = sub(ref(x), mean);
-  /* var: 2 (x - mean) / dof;  std: (x - mean) / (dof * std) */
-  T scale = take_sqrt ? divt(ref(g), muls(ref(y), dof)) : muls(ref(g), 2.0 / dof);
+  /* var: 2 (x - mean) / dof;  std: (x - mean) / (dof * std), taken as 0 where std is 0 (as
+   * PyTorch: every x equals the mean there, and 0 / 0 would make NaN) */
+  T scale;
+  if (take_sqrt) {
+    T safe = where3(bsc(EM_EQ, ref(y), 0), scalar(1, y), muls(ref(y), dof));
+    scale = where3(bsc(EM_EQ, ref(y), 0), scalar(0, g), divt(ref(g), safe));
+  } else {
+    scale = muls(ref(g), 2.0 / dof);
+  }
   return put(node, gi, 0, mul(centered, scale));
 }
 
