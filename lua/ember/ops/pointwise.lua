@@ -123,14 +123,32 @@ local function integral(v)
   if is_tensor(v) then return C.em_dtype_is_floating(v.ptr.dtype_id) == 0 end
   return type(v) == 'number' and v == math.floor(v)
 end
+-- A bool operand counts as the other operand's integer type (int64 for a number), as in
+-- PyTorch's promotion; errors of the ops inside name div, the op the user called.
+local function bool_to_int(v, other)
+  if not (is_tensor(v) and v.ptr.dtype_id == C.EM_BOOL) then return v end
+  if is_tensor(other) and other.ptr.dtype_id ~= C.EM_BOOL then return v:to(other:dtype()) end
+  if type(other) == 'number' then return v:to('int64') end
+  return v
+end
+local function rounded_div(a, b, rounding_mode)
+  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
+  if integral(a) and integral(b) then
+    a, b = bool_to_int(a, b), bool_to_int(b, a)
+    return methods.floor_divide(a - methods.fmod(a, b), b)
+  end
+  return plain_div(a, b):trunc_()
+end
 function methods.div(a, b, rounding_mode)
   if rounding_mode == nil then return plain_div(a, b) end
-  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
-  if rounding_mode ~= 'trunc' then
+  if rounding_mode ~= 'trunc' and rounding_mode ~= 'floor' then
     error("div: rounding_mode must be nil, 'trunc' or 'floor', got " .. tostring(rounding_mode), 2)
   end
-  if integral(a) and integral(b) then return methods.floor_divide(a - methods.fmod(a, b), b) end
-  return plain_div(a, b):trunc_()
+  local ok, r = pcall(rounded_div, a, b, rounding_mode)
+  if ok then return r end
+  -- the message without its position and the internal op's name (sub, fmod, floor_divide)
+  local msg = tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('^[%w_]+: ', '', 1)
+  error('div: ' .. msg, 2)
 end
 function methods.div_(a, b, rounding_mode)
   if rounding_mode == nil then

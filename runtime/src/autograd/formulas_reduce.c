@@ -257,6 +257,40 @@ int em_ag_record_max_dim(em_tensor *values, const em_tensor *indices, const em_t
 
 /* ---- along one dim ---- */
 
+/* The sum of t[j] over j >= i along dim (consumes t). */
+static T reverse_cumsum(T t, int dim) {
+  int fd[1] = {dim};
+  T f = t ? em_flip(t, 1, fd) : NULL;
+  T c = f ? em_cumsum(f, dim) : NULL;
+  T r = c ? em_flip(c, 1, fd) : NULL;
+  em_release(t);
+  em_release(f);
+  em_release(c);
+  return r;
+}
+
+/* cumprod's gradient where x has zeros, exact (PyTorch's formula, no division by zero).
+ * grad_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k. Along each line, with z its first zero:
+ *   i < z:  sum_{j >= i} g_j y_j / x_i   (x_i is not 0; y_j is 0 from z on)
+ *   i == z: sum_{j >= z} g_j y'_j, with y' the cumprod of x whose zero at z is set to 1
+ *   i > z:  0 (every product holds x_z). */
+static T cumprod_grad_zeros(const em_tensor *g, const em_tensor *x, const em_tensor *y, int dim) {
+  T zero = bsc(EM_EQ, ref(x), 0);
+  T count = zero ? em_cumsum(zero, dim) : NULL; /* zeros seen so far, x_i included */
+  T before = bsc(EM_EQ, ref(count), 0);
+  T first = bin(EM_LOGICAL_AND, zero, bsc(EM_EQ, count, 1));
+  T safe_x = where3(ref(before), ref(x), scalar(1, x));
+  T part_a = where3(ref(before), divt(reverse_cumsum(mul(ref(g), ref(y)), dim), safe_x),
+                    scalar(0, g));
+  T x1 = where3(ref(first), scalar(1, x), ref(x));
+  T y1 = x1 ? em_cumprod(x1, dim) : NULL;
+  em_release(x1);
+  T part_b = where3(ref(first), reverse_cumsum(mul(ref(g), y1), dim), scalar(0, g));
+  em_release(before);
+  em_release(first);
+  return add(part_a, part_b);
+}
+
 static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   int dim = (int)node->ints[0], kind = (int)node->ints[1];
   int fd[1] = {dim};
@@ -280,8 +314,7 @@ static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
       return -1;
     }
     em_release(any);
-    if (has_zero)
-      return em_error("cumprod: the gradient of an input containing zeros is not supported yet");
+    if (has_zero) return put(node, gi, 0, cumprod_grad_zeros(g, x, y, dim));
     T gy = mul(ref(g), ref(y));
     T f = gy ? em_flip(gy, 1, fd) : NULL;
     T c = f ? em_cumsum(f, dim) : NULL;
