@@ -103,6 +103,13 @@ static int reduce_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   case EM_PROD: {
     const em_tensor *x = em_ag_saved(node, 0);
     if (x == NULL) return -1;
+    if (is_half_dtype(g->dtype_id)) { /* float32 products (16-bit ones overflow), rounded once */
+      T x32 = f32(x), g32 = f32(g);
+      T r = x32 && g32 ? mul(expand_to_input(node, ref(g32)), prod_of_others(x32, mask)) : NULL;
+      em_release(x32);
+      em_release(g32);
+      return put(node, gi, 0, r);
+    }
     return put(node, gi, 0, mul(expand_to_input(node, ref(g)), prod_of_others(x, mask)));
   }
   case EM_AMAX: case EM_AMIN: {
@@ -291,8 +298,32 @@ static T cumprod_grad_zeros(const em_tensor *g, const em_tensor *x, const em_ten
   return add(part_a, part_b);
 }
 
+static int line_grad(em_node *node, int dim, int kind, const em_tensor *g, const em_tensor *x,
+                     const em_tensor *y, em_tensor **gi);
+
+/* The output of a line op (kind: 1 cumprod, 2 softmax, 3 log_softmax) recomputed from x. */
+static T line_forward(int kind, const em_tensor *x, int dim) {
+  if (kind == 1) return em_cumprod(x, dim);
+  return kind == 2 ? em_softmax(x, dim) : em_log_softmax(x, dim);
+}
+
 static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   int dim = (int)node->ints[0], kind = (int)node->ints[1];
+  const em_tensor *x = NULL, *y = NULL;
+  if (kind != 0 && ((x = em_ag_saved(node, 0)) == NULL || (y = em_ag_saved(node, 1)) == NULL))
+    return -1;
+  if (!is_half_dtype(g->dtype_id)) return line_grad(node, dim, kind, g, x, y, gi);
+  /* float16 / bfloat16: in float32 from x (the 16-bit y's rounding would be magnified),
+   * rounded once by put() */
+  T g32 = f32(g), x32 = f32(x), y32 = x32 ? line_forward(kind, x32, dim) : NULL;
+  int rc = g32 && (kind == 0 || y32) ? line_grad(node, dim, kind, g32, x32, y32, gi) : -1;
+  em_tensor *tmp[3] = {g32, x32, y32};
+  em_ag_release_all(3, tmp);
+  return rc;
+}
+
+static int line_grad(em_node *node, int dim, int kind, const em_tensor *g, const em_tensor *x,
+                     const em_tensor *y, em_tensor **gi) {
   int fd[1] = {dim};
   if (kind == 0) { /* cumsum: the reversed cumulative sum of g */
     T f = em_flip(g, 1, fd);
@@ -302,8 +333,6 @@ static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     em_release(c);
     return put(node, gi, 0, r);
   }
-  const em_tensor *x = em_ag_saved(node, 0), *y = em_ag_saved(node, 1);
-  if (x == NULL || y == NULL) return -1;
   if (kind == 1) { /* cumprod: sum_{j >= i} g_j y_j / x_i */
     T zeros = bsc(EM_EQ, ref(x), 0);
     T any = zeros ? em_reduce(EM_ANY, zeros, 0, NULL, 0) : NULL;
