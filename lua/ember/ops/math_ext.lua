@@ -272,7 +272,7 @@ end
 -- allclose(a, b, ...): isclose everywhere, as a Lua boolean.
 function methods.allclose(a, b, ...)
   need_tensor('allclose', a)
-  return methods.isclose(a, b, ...):all():item() ~= 0
+  return methods.isclose(a, b, ...):all():item() == true
 end
 
 -- equal(a, b): the same sizes and the same values, as a Lua boolean.
@@ -283,7 +283,7 @@ function methods.equal(a, b)
   for d = 1, a:dim() do
     if a:size(d) ~= b:size(d) then return false end
   end
-  return a:eq(b):all():item() ~= 0
+  return a:eq(b):all():item() == true
 end
 
 -- isin(elements, test_elements [, opts]): whether each element occurs in test_elements
@@ -296,6 +296,8 @@ function methods.isin(elements, test, opts)
   if not device then error('isin: expected a tensor for elements or test_elements', 2) end
   if not is_tensor(elements) then elements = creation.full({}, elements, { dtype = test:dtype(), device = device }) end
   if not is_tensor(test) then test = creation.full({}, test, { dtype = elements:dtype(), device = device }) end
+  -- NaN matches nothing (and sorts last, where the search would not look past it)
+  if is_float(test) then test = test:reshape(-1):masked_select(test:reshape(-1):isnan():logical_not()) end
   local found
   if test:numel() == 0 then
     found = creation.zeros(elements:size(), { dtype = 'bool', device = device })
