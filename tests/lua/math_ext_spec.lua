@@ -95,6 +95,16 @@ describe('unary math against PyTorch', function()
     assert.are.equal('AsinhBackward', y:asinh().grad_fn)
   end)
 
+  it('runs in float32 under autocast where PyTorch does (its FP32 list)', function()
+    local x = ember.tensor({ 0.25, 0.5 }, { dtype = 'bfloat16' })
+    ember.autocast({ device = 'cpu' }, function()
+      for _, name in ipairs({ 'acos', 'asin', 'cosh', 'sinh', 'erfinv', 'log2', 'log10' }) do
+        assert.are.equal('float32', x[name](x):dtype(), name)
+      end
+      assert.are.equal('bfloat16', x:atan():dtype())
+    end)
+  end)
+
   it('says digamma has no backward yet', function()
     local x = ember.tensor({ 1.5 }, { dtype = 'float64' }):requires_grad_()
     H.assert_error(function() x:digamma():sum():backward() end, 'not implemented')
