@@ -15,6 +15,9 @@ local families = {
   require 'ember.ops.reduce',
   require 'ember.ops.linalg',
   require 'ember.ops.index',
+  require 'ember.ops.math_ext',
+  require 'ember.ops.reduce_ext',
+  require 'ember.ops.search',
   require 'ember.random',
 }
 
