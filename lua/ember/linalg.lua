@@ -16,6 +16,9 @@ local Function = require('ember.autograd.function').Function
 local C, own, check = core.C, core.own, core.check
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
+-- where(cond, a, b); methods.where is the method form x:where(cond, y).
+local where = require('ember.ops.pointwise').where
+
 local M = {}
 
 local function need_tensor(fn, x, what)
@@ -156,7 +159,7 @@ function M.logdet(a)
   local s, l = M.slogdet(a)
   local nan = creation.full({}, 0 / 0, { dtype = l:dtype(), device = l:device() })
   local ninf = creation.full({}, -math.huge, { dtype = l:dtype(), device = l:device() })
-  return methods.where(methods.lt(s, 0), nan, methods.where(methods.eq(s, 0), ninf, l))
+  return where(methods.lt(s, 0), nan, where(methods.eq(s, 0), ninf, l))
 end
 
 -- ---- solve -------------------------------------------------------------------------------------
@@ -336,8 +339,8 @@ local Eigh = Function{
       local n = w:size(-1)
       local eye = creation.eye(n, { dtype = 'bool', device = w:device() })
       local one = creation.ones({}, { dtype = w:dtype(), device = w:device() })
-      inner = methods.where(eye, creation.zeros({}, { dtype = w:dtype(), device = w:device() }),
-        vgv / methods.where(eye, one, e))
+      inner = where(eye, creation.zeros({}, { dtype = w:dtype(), device = w:device() }),
+        vgv / where(eye, one, e))
       if gw ~= nil then inner = inner + methods.diag_embed(gw) end
     else
       inner = methods.diag_embed(gw)

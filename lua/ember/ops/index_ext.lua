@@ -16,6 +16,9 @@ local creation = require 'ember.creation'
 local C = core.C
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
+-- where(cond, a, b); methods.where is the method form x:where(cond, y).
+local where = require('ember.ops.pointwise').where
+
 local M = {}
 
 local function fail(fn, msg) error(fn .. ': ' .. msg, 3) end
@@ -50,7 +53,7 @@ local function flat(x) return methods.reshape(x, { -1 }) end
 -- Negative indices count from the end (-1 is the last), as PyTorch's; 0 is refused by the
 -- ops underneath.
 local function wrap_negative(i, n)
-  return methods.where(methods.lt(i, 0), i + (n + 1), i)
+  return where(methods.lt(i, 0), i + (n + 1), i)
 end
 
 -- ---- take, take_along_dim --------------------------------------------------------------------
@@ -219,7 +222,7 @@ local function scatter_reduce(fn, x, dim, index, src, reduce, opts)
   local touched_f = methods.scatter(creation.zeros_like(x, { dtype = 'float32' }), d, index, 1)
   local touched = methods.gt(touched_f, 0)
   if reduce == 'sum' or reduce == 'mean' then
-    local base = include_self and x or methods.where(touched, creation.zeros({}, { dtype = x:dtype(), device = x:device() }), x)
+    local base = include_self and x or where(touched, creation.zeros({}, { dtype = x:dtype(), device = x:device() }), x)
     local total = methods.scatter_add(base, d, index, s)
     if reduce == 'sum' then return total end
     local count = methods.scatter_add(
@@ -242,7 +245,7 @@ local function scatter_reduce(fn, x, dim, index, src, reduce, opts)
   local hit = methods.eq(methods.unsqueeze(methods.to(il, 'int64'), -2), methods.view(targets, { N, 1 })) -- [B..., N, K]
   local ident = reduce == 'prod' and 1 or type_limit(x, reduce == 'amin')
   local fill = creation.full({}, ident, { dtype = x:dtype(), device = x:device() })
-  local spread = methods.where(hit, methods.unsqueeze(sl, -2), fill)
+  local spread = where(hit, methods.unsqueeze(sl, -2), fill)
   local red
   if reduce == 'prod' then red = methods.prod(spread, -1)
   elseif reduce == 'amax' then red = methods.amax(spread, -1)
@@ -251,10 +254,10 @@ local function scatter_reduce(fn, x, dim, index, src, reduce, opts)
   local out
   if include_self then
     if reduce == 'prod' then out = xl * red
-    elseif reduce == 'amax' then out = methods.where(any, methods.maximum(xl, red), xl)
-    else out = methods.where(any, methods.minimum(xl, red), xl) end
+    elseif reduce == 'amax' then out = where(any, methods.maximum(xl, red), xl)
+    else out = where(any, methods.minimum(xl, red), xl) end
   else
-    out = methods.where(any, red, xl)
+    out = where(any, red, xl)
   end
   out = methods.movedim(out, n, d)
   if out:size() == x:size() then return out end
@@ -298,7 +301,7 @@ local function masked_scatter(fn, x, mask, source)
   end
   if count == 0 then return methods.clone(x) end
   local taken = methods.index_select(methods.to(flat(source), x:dtype()), 1, methods.clamp_min(pos, 1))
-  return methods.where(m, methods.view(taken, x:size()), x)
+  return where(m, methods.view(taken, x:size()), x)
 end
 function methods.masked_scatter(x, mask, source) return masked_scatter('masked_scatter', x, mask, source) end
 function methods.masked_scatter_(x, mask, source)

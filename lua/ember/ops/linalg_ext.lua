@@ -79,7 +79,7 @@ local function term_labels(term, ndim, pos)
       term, #labels, pos, ndim), 4)
   end
   if ell then
-    for j = k, 1, -1 do table.insert(labels, ell, '.' .. j) end
+    for j = 1, k do table.insert(labels, ell, '.' .. j) end   -- ends as .k .. .1
   end
   return labels, k
 end
@@ -184,7 +184,7 @@ function M.einsum(eq, ...)
   local out
   if rhs then
     local ls, ell = term_labels(rhs)
-    if ell then for j = max_ell, 1, -1 do table.insert(ls, ell, '.' .. j) end end
+    if ell then for j = 1, max_ell do table.insert(ls, ell, '.' .. j) end end
     out = ls
   else
     out = {}

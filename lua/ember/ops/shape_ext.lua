@@ -14,6 +14,9 @@ local creation = require 'ember.creation'
 local C = core.C
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
+-- where(cond, a, b); methods.where is the method form x:where(cond, y).
+local where = require('ember.ops.pointwise').where
+
 local M = {}
 
 local function cat(...) return require('ember.ops.index').cat(...) end
@@ -122,7 +125,7 @@ function methods.diag_embed(x, offset, dim1, dim2)
   local len = x:size(-1)
   local eye = creation.eye(len, { dtype = 'bool', device = x:device() })
   local zero = creation.zeros({}, like(x))
-  local m = methods.where(methods.unsqueeze(x, -1), eye, zero)   -- [..., len, len]
+  local m = where(eye, methods.unsqueeze(x, -1), zero)   -- [..., len, len]
   local k = math.abs(offset)
   if k > 0 then
     local s = m:size()
@@ -557,8 +560,11 @@ function methods.as_strided(x, size, stride, offset)
         flat = methods.index_add(flat, 1, methods.reshape(into, { -1 }) + 1, methods.reshape(g, { -1 }))
       end
       local from = storage_positions(ctx.xsz, ctx.xst, ctx.xoff, dev)
-      if from:numel() == 0 then return creation.zeros(ctx.xsz, { dtype = g:dtype(), device = dev }) end
-      return methods.view(methods.index_select(flat, 1, methods.reshape(from, { -1 }) + 1), ctx.xsz)
+      if from:numel() == 0 then
+        return creation.zeros(ctx.xsz, { dtype = g:dtype(), device = dev }), nil, nil, nil
+      end
+      return methods.view(methods.index_select(flat, 1, methods.reshape(from, { -1 }) + 1), ctx.xsz),
+        nil, nil, nil
     end,
   }
   return AsStrided(x, size, stride, offset)
