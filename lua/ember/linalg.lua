@@ -412,7 +412,15 @@ function M.vector_norm(x, ord, dim, keepdim)
   keepdim = keepdim == true
   if ord == math.huge then return methods.amax(methods.abs(x), dim, keepdim) end
   if ord == -math.huge then return methods.amin(methods.abs(x), dim, keepdim) end
-  if ord == 0 then return methods.sum(methods.to(methods.ne(x, 0), x:dtype()), dim, keepdim) end
+  if ord == 0 then
+    local count = methods.sum(methods.to(methods.ne(x, 0), x:dtype()), dim, keepdim)
+    if not x.requires_grad then return count end
+    -- The count is piecewise constant: a zero gradient, through a where that never picks x (a
+    -- product x * 0 would turn inf into NaN).
+    local never = creation.zeros(x:size(), { dtype = 'bool', device = x:device() })
+    local zero = creation.zeros({}, { dtype = x:dtype(), device = x:device() })
+    return count + methods.sum(where(never, x, zero), dim, keepdim)
+  end
   return methods.norm(x, ord, dim, keepdim)
 end
 
