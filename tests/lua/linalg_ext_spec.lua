@@ -103,11 +103,11 @@ describe('linalg identities', function()
 
   it('gradcheck of inv, det, slogdet, solve, cholesky, eigh, svdvals, norms', function()
     local g = ember.autograd.gradcheck
-    local function well() return (ember.randn(2, 3, 3, f64) + ember.eye(3, f64) * 3):requires_grad_() end
+    local function well() return (ember.randn(2, 2, 2, f64) + ember.eye(2, f64) * 3):requires_grad_() end
     assert.is_true(g(L.inv, { well() }))
     assert.is_true(g(L.det, { well() }))
     assert.is_true(g(function(a) local _, l = L.slogdet(a); return l end, { well() }))
-    assert.is_true(g(L.solve, { well(), ember.randn(2, 3, 2, f64):requires_grad_() }))
+    assert.is_true(g(L.solve, { well(), ember.randn(2, 2, 2, f64):requires_grad_() }))
     assert.is_true(g(function(a) return L.cholesky(a:matmul(a:transpose(2, 3))) end, { well() }))
     assert.is_true(g(function(a)
       local w, v = L.eigh(a + a:transpose(2, 3))

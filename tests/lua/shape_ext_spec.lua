@@ -186,6 +186,25 @@ describe('shaping by hand', function()
   end)
 end)
 
+describe('reference entries', function()
+  it('every function of the shaping, indexing and linalg extras has a ?name entry', function()
+    local repl = require 'ember.repl'
+    local names = { 'diag', 'diagonal', 'diag_embed', 'trace', 'tril_indices', 'triu_indices',
+      'movedim', 'unbind', 'unflatten', 'tensor_split', 'hstack', 'vstack', 'dstack', 'tile',
+      'repeat_interleave', 'rot90', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'as_strided',
+      'new_zeros', 'new_ones', 'new_full', 'type_as', 'logspace', 'take', 'take_along_dim',
+      'index_put', 'scatter_reduce', 'masked_scatter', 'einsum', 'tensordot', 'kron', 'cross',
+      'cdist', 'addmv', 'addr', 'matrix_power', 'linalg.norm', 'linalg.vector_norm',
+      'linalg.matrix_norm', 'linalg.inv', 'linalg.det', 'linalg.slogdet', 'linalg.solve',
+      'linalg.cholesky', 'linalg.qr', 'linalg.svd', 'linalg.eigh', 'linalg.lstsq' }
+    for _, n in ipairs(names) do
+      local text, found = repl.help_text(n)
+      assert(found ~= false, n .. ': ' .. tostring(text))
+      assert.is_function(n:find('^linalg') and ember.linalg[n:sub(8)] or ember[n], n)
+    end
+  end)
+end)
+
 local VK = require('vk_helpers').open('shaping on vulkan')
 if not VK then return end
 
