@@ -6,8 +6,8 @@
 -- eigvalsh, lstsq, and matrix_norm's 2, -2 and 'nuc') call LAPACK through the C ops
 -- em_linalg_* (runtime/src/ops/linalg_decomp.c), which run on the CPU only: on Vulkan they raise
 -- "<name>: not implemented on vulkan". Their gradients are autograd Functions here, written with
--- other ops: inv, det, slogdet, solve, cholesky, eigh, svd (through S only) and svdvals; qr,
--- lstsq and svd through U or Vh raise "<name>: backward not implemented".
+-- other ops, PyTorch's formulas: inv, det, slogdet, solve, cholesky, qr, svd, svdvals, eigh,
+-- lstsq. (qr's mode 'complete' on a tall matrix has none, as in PyTorch.)
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
@@ -245,52 +245,112 @@ function M.cholesky(a, opts)
 end
 
 -- ---- qr --------------------------------------------------------------------------------------
-local function no_backward(name)
-  return function() error(name .. ': backward not implemented', 0) end
+-- X with X R^T = G for an invertible square R: (R^-1 G^T)^T, through solve.
+local function right_solve_t(g, r)
+  return mT(raw.solve(methods.contiguous(r), methods.contiguous(mT(g))))
 end
+
+local function zeros_like(t) return creation.zeros_like(t) end
+
 local QR = Function{
   name = 'LinalgQrBackward',
-  forward = function(_, a, complete) return raw.qr(a, complete) end,
-  backward = no_backward('qr'),
+  forward = function(ctx, a, complete)
+    local q, r = raw.qr(a, complete)
+    ctx:save_for_backward(q, r)
+    ctx.complete = complete
+    return q, r
+  end,
+  -- PyTorch's formula (m >= n: gA = [gQ + Q copyltu(M)] R^-T with M = gR R^T - Q^T gQ;
+  -- m < n: through the leading square block of R). A complete factorization of a tall matrix
+  -- leaves Q's extra columns undetermined: no gradient, as PyTorch.
+  backward = function(ctx, gq, gr)
+    local q, r = ctx:saved()
+    local m, n = q:size(-2), r:size(-1)
+    if ctx.complete and m > n then
+      error('qr: backward not implemented for mode \'complete\' with more rows than columns ' ..
+        '(Q is not determined by A there)', 0)
+    end
+    gq = gq or zeros_like(q)
+    gr = gr or zeros_like(r)
+    local inner = methods.matmul(gr, mT(r)) - methods.matmul(mT(q), gq)
+    if m >= n then
+      local sym = methods.triu(inner)
+      sym = sym + mT(sym)
+      sym = sym - methods.diag_embed(methods.diagonal(sym, 0, -2, -1)) * 0.5
+      return right_solve_t(methods.matmul(q, sym) + gq, r), nil
+    end
+    local x = -inner
+    local skew = methods.tril(x - mT(x))
+    local ga = right_solve_t(methods.matmul(q, skew), methods.narrow(r, -1, 1, m))
+    local pad = ga:size()
+    pad[#pad] = n - m
+    ga = require('ember.ops.index').cat({ ga, creation.zeros(pad, { dtype = ga:dtype(), device = ga:device() }) }, -1)
+    return ga + methods.matmul(q, gr), nil
+  end,
 }
 
 -- qr(A [, mode='reduced']) -> Q, R: mode 'reduced' (Q [m, k], R [k, n], k = min(m, n)),
--- 'complete' (Q [m, m], R [m, n]) or 'r' (R only, Q empty).
+-- 'complete' (Q [m, m], R [m, n]) or 'r' (R only, Q empty; no gradient).
 function M.qr(a, mode)
   need_tensor('qr', a)
   mode = mode or 'reduced'
   if mode ~= 'reduced' and mode ~= 'complete' and mode ~= 'r' then
     error("qr: expected mode 'reduced', 'complete' or 'r', got " .. tostring(mode), 2)
   end
+  if mode == 'r' then
+    if a.requires_grad and C.em_grad_enabled() ~= 0 then
+      error("qr: mode 'r' has no gradient (it depends on Q); use mode 'reduced'", 2)
+    end
+    local _, r = QR(a, false)
+    return creation.zeros(0, { dtype = a:dtype(), device = a:device() }), r
+  end
   local q, r = QR(a, mode == 'complete')
-  if mode == 'r' then return creation.zeros(0, { dtype = a:dtype(), device = a:device() }), r end
   return q, r
 end
 
 -- ---- svd, svdvals ------------------------------------------------------------------------------
+-- PyTorch's svd_backward (distinct singular values assumed): with E_ij = S_j^2 - S_i^2,
+-- gA = U [(skew(U^T gU) S + S skew(Vh gVh^T)) / E + diag(gS)] Vh, plus the parts of gU and gVh
+-- outside U's and Vh's spans for non-square A. Full matrices' extra columns are dropped first.
+local function svd_backward(u, s, vh, gu, gs, gvh)
+  local m, n, k = u:size(-2), vh:size(-1), s:size(-1)
+  u, vh = methods.narrow(u, -1, 1, k), methods.narrow(vh, -2, 1, k)
+  if gu == nil and gvh == nil then
+    return methods.matmul(u * methods.unsqueeze(gs, -2), vh)
+  end
+  gu = gu and methods.narrow(gu, -1, 1, k) or zeros_like(u)
+  gvh = gvh and methods.narrow(gvh, -2, 1, k) or zeros_like(vh)
+  local function skew(x) return x - mT(x) end
+  local uhgu = skew(methods.matmul(mT(u), gu))
+  local vhgv = skew(methods.matmul(vh, mT(gvh)))
+  local s2 = s * s
+  local eye = creation.eye(k, { dtype = 'bool', device = s:device() })
+  local one = creation.ones({}, { dtype = s:dtype(), device = s:device() })
+  local e = where(eye, one, methods.unsqueeze(s2, -2) - methods.unsqueeze(s2, -1))
+  local ga = (uhgu * methods.unsqueeze(s, -2) + methods.unsqueeze(s, -1) * vhgv) / e
+  if gs ~= nil then ga = ga + methods.diag_embed(gs) end
+  if m > n then
+    local gusinv = gu / methods.unsqueeze(s, -2)
+    ga = methods.matmul(u, ga) + gusinv - methods.matmul(u, methods.matmul(mT(u), gusinv))
+    return methods.matmul(ga, vh)
+  elseif m < n then
+    local sinvgvh = gvh / methods.unsqueeze(s, -1)
+    ga = methods.matmul(ga, vh) + sinvgvh - methods.matmul(methods.matmul(sinvgvh, mT(vh)), vh)
+    return methods.matmul(u, ga)
+  end
+  return methods.matmul(methods.matmul(u, ga), vh)
+end
+
 local SVD = Function{
   name = 'LinalgSvdBackward',
   forward = function(ctx, a, full)
     local u, s, vh = raw.svd(a, full, true)
-    ctx:save_for_backward(u, vh)
-    ctx.k = s:size(-1)
+    ctx:save_for_backward(u, s, vh)
     return u, s, vh
   end,
   backward = function(ctx, gu, gs, gvh)
-    if gu ~= nil or gvh ~= nil then
-      -- Zero gradients for U and Vh are what the engine passes for unused outputs, in some
-      -- graphs; anything else needs the full formula.
-      local zero = true
-      for _, t in ipairs({ gu or false, gvh or false }) do
-        if t and methods.item(methods.any(methods.ne(t, 0))) then zero = false end
-      end
-      if not zero then error('svd: backward through U and Vh not implemented (only through S)', 0) end
-    end
-    if gs == nil then return nil, nil end
-    local u, vh = ctx:saved()
-    local k = ctx.k
-    u, vh = methods.narrow(u, -1, 1, k), methods.narrow(vh, -2, 1, k)
-    return methods.matmul(u * methods.unsqueeze(gs, -2), vh), nil   -- U diag(gS) Vh
+    local u, s, vh = ctx:saved()
+    return svd_backward(u, s, vh, gu, gs, gvh), nil
   end,
 }
 
@@ -364,10 +424,45 @@ function M.eigvalsh(a, uplo)
 end
 
 -- ---- lstsq -------------------------------------------------------------------------------------
+-- The pseudo-inverse from the SVD, singular values under rcond * max(S) dropped.
+local function pinv(a, rcond)
+  local u, s, vh = raw.svd(a, false, true)
+  local cut = methods.amax(s, -1, true) * (rcond or 0)
+  local zero = creation.zeros({}, { dtype = s:dtype(), device = s:device() })
+  local sinv = where(methods.gt(s, cut), methods.reciprocal(s), zero)
+  return methods.matmul(mT(vh) * methods.unsqueeze(sinv, -2), mT(u))
+end
+
+-- The gradient of pinv(A) (PyTorch's pinv_backward), for X = pinv(A) B.
+local function pinv_backward(g, p, a)
+  local m, n = a:size(-2), a:size(-1)
+  local ph, gh = mT(p), mT(g)
+  local mm = methods.matmul
+  if m <= n then
+    local k = mm(gh, p)
+    local kph = mm(k, ph)
+    return -mT(mm(p, k)) + kph - mm(mm(a, p), kph) + mm(mm(ph, p), gh - mm(k, a))
+  end
+  local k = mm(p, gh)
+  local phk = mm(ph, k)
+  return -mT(mm(k, p)) + mm(mm(gh - mm(a, k), p), ph) + phk - mm(mm(phk, p), a)
+end
+
 local Lstsq = Function{
   name = 'LinalgLstsqBackward',
-  forward = function(_, a, b, rcond) return raw.lstsq(a, b, rcond) end,
-  backward = no_backward('lstsq'),
+  forward = function(ctx, a, b, rcond)
+    ctx:save_for_backward(a, b)
+    return raw.lstsq(a, b, rcond)
+  end,
+  -- X = pinv(A) B (A of full rank, or the rank lstsq used): gB = pinv(A)^T gX and gA through
+  -- pinv's gradient, as PyTorch.
+  backward = function(ctx, gx)
+    local a, b = ctx:saved()
+    local p = pinv(a, 1e-15 * math.max(a:size(-2), a:size(-1)))
+    local ga = ctx.needs_input_grad[1] and pinv_backward(methods.matmul(gx, mT(b)), p, a) or nil
+    local gb = ctx.needs_input_grad[2] and methods.matmul(mT(p), gx) or nil
+    return ga, gb, nil
+  end,
 }
 
 -- lstsq(A, B [, {rcond=}]) -> solution: the least-squares (minimum-norm for a rank-deficient A)

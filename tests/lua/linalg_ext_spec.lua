@@ -1,7 +1,7 @@
 -- ember.linalg (lua/ember/linalg.lua over runtime/src/ops/linalg_decomp.c and cpu/lapack.c):
 -- against PyTorch's values and gradients (tests/lua/golden/make_shape_linalg.py), identities
 -- that need no reference (A inv(A) = I, Q R = A, U S Vh = A, V diag(W) V^T = A), finite-
--- difference gradients, float32, batches, zero-size and strided inputs, errors, and the
+-- difference gradients (every decomposition), float32, batches, zero-size and strided inputs, errors, and the
 -- Vulkan rules: norms run there, decompositions say they are not implemented.
 local H = require 'helpers'
 local GC = require 'golden_cases'
@@ -31,14 +31,26 @@ describe('linalg against PyTorch', function()
   for name, f in pairs(cases) do
     it(name, function() GC.run(name, f) end)
   end
-  it('qr (values; its backward is not implemented)', function()
-    GC.run('qr', function(a) return L.qr(a) end, nil, { grad = false })
+  it('qr', function()
+    GC.run('qr', function(a) return L.qr(a) end)
+    GC.run('qr_wide', function(a) return L.qr(a) end)
     GC.run('qr_complete', function(a) return L.qr(a, 'complete') end, nil, { grad = false })
-    GC.run('qr_wide', function(a) return L.qr(a) end, nil, { grad = false })
   end)
-  it('lstsq (values; its backward is not implemented)', function()
-    GC.run('lstsq', L.lstsq, nil, { grad = false, rtol = 1e-8 })
-    GC.run('lstsq_batch', L.lstsq, nil, { grad = false, rtol = 1e-8 })
+  it('svd through U, S and Vh', function()
+    local function reduced(a)
+      local u, s, vh = L.svd(a, { full_matrices = false })
+      return u:matmul(vh), s
+    end
+    GC.run('svd_uv', reduced)
+    GC.run('svd_uv_wide', reduced)
+    GC.run('svd_full_sq', function(a)
+      local u, _, vh = L.svd(a)
+      return u:narrow(2, 1, 3):pow(2), vh:pow(2)
+    end)
+  end)
+  it('lstsq', function()
+    GC.run('lstsq', L.lstsq, nil, { rtol = 1e-8 })
+    GC.run('lstsq_batch', L.lstsq, nil, { rtol = 1e-8 })
   end)
 end)
 
@@ -130,13 +142,22 @@ describe('linalg identities', function()
     H.assert_close(L.lstsq(ember.zeros(0, 2, f64), ember.zeros(0, 1, f64)), { { 0 }, { 0 } })
   end)
 
-  it('backward not implemented is an error, not a wrong gradient', function()
+  it('gradcheck of qr, svd and lstsq; no gradient where PyTorch has none', function()
+    local g = ember.autograd.gradcheck
+    assert.is_true(g(function(a) local q, r = L.qr(a); return q:sum(1) + r:sum(1) end,
+      { ember.randn(4, 3, f64):requires_grad_() }))
+    assert.is_true(g(function(a) local q, r = L.qr(a); return q:sum(1) + r:sum(2) end,
+      { ember.randn(2, 4, f64):requires_grad_() }))
+    assert.is_true(g(function(a)
+      local u, s, vh = L.svd(a, { full_matrices = false })
+      return (u:matmul(vh) * 2):sum(2) + s
+    end, { ember.randn(3, 4, f64):requires_grad_() }))
+    assert.is_true(g(L.lstsq, { ember.randn(4, 2, f64):requires_grad_(), ember.randn(4, 2, f64):requires_grad_() }))
     local a = ember.randn(4, 3, f64):requires_grad_()
-    local q = L.qr(a)
-    H.assert_error(function() q:sum():backward() end, 'qr: backward not implemented')
-    local u = L.svd(a, { full_matrices = false })
-    H.assert_error(function() u:sum():backward() end, 'svd: backward through U and Vh not implemented')
-    H.assert_error(function() L.lstsq(a, ember.randn(4, f64)):sum():backward() end, 'lstsq: backward not implemented')
+    local q = L.qr(a, 'complete')
+    H.assert_error(function() q:sum():backward() end, "qr: backward not implemented for mode 'complete' with more rows")
+    H.assert_error(function() L.qr(a, 'r') end, "qr: mode 'r' has no gradient")
+    ember.no_grad(function() assert.are.same({ 3, 3 }, shape(select(2, L.qr(a, 'r')))) end)
   end)
 
   it('errors', function()

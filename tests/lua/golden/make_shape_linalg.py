@@ -125,7 +125,7 @@ case('masked_scatter', lambda x, m, s: x.masked_scatter(m, s), randn(3, 4),
      torch.rand(3, 4) > 0.5, randn(12))
 case('masked_scatter_bcast', lambda x, m, s: x.masked_scatter(m, s), randn(3, 4),
      torch.tensor([True, False, False, True]), randn(7))
-# ---- ember.linalg (no gradients for qr and lstsq: Ember raises "backward not implemented")
+# ---- ember.linalg
 case('inv', torch.linalg.inv, well(2, 3))
 case('det', torch.linalg.det, well(2, 3))
 case('slogdet', lambda a: torch.linalg.slogdet(a), torch.randn(2, 4, 4))
@@ -138,6 +138,12 @@ case('qr', lambda a: torch.linalg.qr(a), randn(4, 3))
 case('qr_complete', lambda a: torch.linalg.qr(a, 'complete'), randn(4, 3), grad=False)
 case('qr_wide', lambda a: torch.linalg.qr(a), randn(2, 3, 5))
 case('svdvals', torch.linalg.svdvals, randn(2, 4, 3))
+# Singular vectors are unique up to sign: the losses read them through sign-free products.
+reduced = lambda a: torch.linalg.svd(a, full_matrices=False)
+case('svd_uv', lambda a: (lambda u, s, vh: (u @ vh, s))(*reduced(a)), randn(2, 4, 3))
+case('svd_uv_wide', lambda a: (lambda u, s, vh: (u @ vh, s))(*reduced(a)), randn(3, 5))
+case('svd_full_sq', lambda a: (lambda u, s, vh: (u[..., :3] ** 2, vh ** 2))(*torch.linalg.svd(a)),
+     randn(4, 3))
 case('eigvalsh', torch.linalg.eigvalsh, spd(2, 4))
 case('eigh_vec', lambda a: torch.linalg.eigh(a)[1].abs(), spd(1, 4))
 case('lstsq', lambda a, b: torch.linalg.lstsq(a, b).solution, randn(5, 3), randn(5, 2))
