@@ -663,4 +663,25 @@ int em_synchronize(int device);
  * about to spend a while elsewhere (a garbage collection) lets the device run meanwhile. */
 int em_flush(int device);
 
+/* ---- matrix decompositions and solvers (ember.linalg) ---------------------------------------
+ * LAPACK (Debian's OpenBLAS) on the CPU: float32 or float64 matrices [..., m, n], batched over
+ * the leading dims, computed in float64 and rounded once. Other devices: "<name>: not
+ * implemented on vulkan". They record no gradient: ember.linalg (Lua) defines the gradients
+ * and calls them with grad mode off; on inputs that require grad with grad mode on they fail.
+ * B of solve and lstsq is [..., rows, k] with A's batch dims (the Lua layer broadcasts). */
+em_tensor *em_linalg_solve(const em_tensor *a, const em_tensor *b);   /* A X = B */
+em_tensor *em_linalg_inv(const em_tensor *a);
+em_tensor *em_linalg_det(const em_tensor *a);
+int em_linalg_slogdet(const em_tensor *a, em_tensor **sign, em_tensor **logabsdet);
+em_tensor *em_linalg_cholesky(const em_tensor *a, int upper);        /* A = L L^T (or U^T U) */
+/* complete: Q [m, m] and R [m, n]; else Q [m, k], R [k, n], k = min(m, n). */
+int em_linalg_qr(const em_tensor *a, int complete, em_tensor **q, em_tensor **r);
+/* A = U diag(S) Vh, S descending; without compute_uv only S (u and vh may be NULL). */
+int em_linalg_svd(const em_tensor *a, int full_matrices, int compute_uv, em_tensor **u,
+                  em_tensor **s, em_tensor **vh);
+/* Symmetric A (its lower triangle, or upper): eigenvalues W ascending, eigenvectors V as columns. */
+int em_linalg_eigh(const em_tensor *a, int upper, int compute_v, em_tensor **w, em_tensor **v);
+/* The least-squares solution X of A X = B; rcond < 0 takes eps(dtype) * max(m, n). */
+em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond);
+
 ]==]
