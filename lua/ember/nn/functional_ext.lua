@@ -237,8 +237,9 @@ function F.interpolate(input, ...)
     if sizes[i] < 1 then error(('%s: output size %d must be positive'):format(fn, sizes[i]), 2) end
   end
   if mode == 'area' then
-    if nsp == 1 then return F.adaptive_avg_pool1d(input, sizes[1]) end
-    if nsp == 2 then return F.adaptive_avg_pool2d(input, sizes) end
+    local NF = require('ember.nn').functional
+    if nsp == 1 then return NF.adaptive_avg_pool1d(input, sizes[1]) end
+    if nsp == 2 then return NF.adaptive_avg_pool2d(input, sizes) end
     error(fn .. ": mode 'area' of a 5-D input is not implemented", 2)
   end
   local y = input

@@ -213,6 +213,8 @@ function F.ctc_loss(log_probs, targets, input_lengths, target_lengths, ...)
   local o = named(fn, { 'blank', 'reduction', 'zero_infinity' }, ...)
   local blank = number(fn, 'blank', o.blank, 1)
   local lp = log_probs
+  local dt = lp:dtype()
+  if dt == 'float16' or dt == 'bfloat16' then lp = lp:float() end -- computed in float32
   local unbatched = lp:dim() == 2
   if unbatched then
     lp = lp:unsqueeze(2)
