@@ -28,6 +28,9 @@ local calls = {
   softmin = { { 'x' }, function(t) return F.softmin(t.x, 2) end },
   softplus = { { 'x' }, function(t) return F.softplus(t.x, { beta = 2, threshold = 5 }) end },
 
+  linear = { { 'x', 'w', 'b' }, function(t) return F.linear(t.x, t.w, t.b) end },
+  linear_1d = { { 'x', 'w' }, function(t) return F.linear(t.x, t.w) end },
+
   pad_constant = { { 'x' }, function(t) return F.pad(t.x, { 1, 2, 0, 1, 2, 0 }, { value = 0.5 }) end },
   pad_negative = { { 'x' }, function(t) return F.pad(t.x, { -1, 2, 1, -2 }) end },
   pad_reflect = { { 'x' }, function(t) return F.pad(t.x, { 2, 1, 3, 1 }, 'reflect') end },
@@ -106,7 +109,8 @@ describe('nn.functional against PyTorch', function()
 
   it('covers every golden case of these families', function()
     for _, prefix in ipairs({ 'pad_', 'interp_', 'bag_', 'glu', 'prelu', 'normalize',
-      'pixel_', 'unfold', 'fold' }) do
+      'pixel_', 'unfold', 'fold', 'linear', 'logsig', 'hard', 'relu6', 'selu', 'celu', 'mish',
+      'softs', 'softm', 'threshold', 'interp', 'cosine_sim', 'pairwise' }) do
       for _, c in ipairs(G.cases(prefix)) do assert(calls[c], 'no call for golden case ' .. c) end
     end
   end)

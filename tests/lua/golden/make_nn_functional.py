@@ -113,6 +113,10 @@ case('ctc_concat_blank', lambda z, t, il, tl: F.ctc_loss(z.log_softmax(2), t, il
 case('ctc_zero_inf', lambda z, t, il, tl: F.ctc_loss(z.log_softmax(2), t, il, tl, reduction='none', zero_infinity=True),
      {'z': logits, 't': tg, 'il': torch.tensor([3, 6, 7]), 'tl': tl})
 
+# --- linear -----------------------------------------------------------------------------------
+case('linear', lambda x, w, b: F.linear(x, w, b), {'x': rn(2, 3, 4), 'w': rn(5, 4), 'b': rn(5)})
+case('linear_1d', lambda x, w: F.linear(x, w), {'x': rn(4), 'w': rn(5, 4)})
+
 # --- pad --------------------------------------------------------------------------------------
 p = rn(2, 3, 4, 5)
 case('pad_constant', lambda x: F.pad(x, (1, 2, 0, 1, 2, 0), value=0.5), {'x': p})
