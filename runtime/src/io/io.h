@@ -56,12 +56,14 @@ char *em_reader_slurp(em_reader *r, int64_t *len);
 typedef struct em_atomic_file {
   const char *fn;
   const char *path;
+  char *target;        /* the file replaced: path, or where its symbolic links lead */
   char *tmp_path;
   FILE *f;
   int failed;          /* a write failed: commit refuses */
 } em_atomic_file;
 
-/* Creates a temporary file next to path. */
+/* Creates a temporary file next to path's target (path, or the file its symbolic links lead
+ * to), with the target's mode when it exists, after removing temporaries of dead writers. */
 int em_atomic_open(em_atomic_file *a, const char *fn, const char *path);
 /* Appends n bytes; -1 with "fn: cannot write <path>: <reason>". */
 int em_atomic_write(em_atomic_file *a, const void *data, size_t n);
