@@ -4,7 +4,7 @@
 Small valid files of every kind the readers take (plain and gzip), near misses, and the inputs
 that reproduced past bugs (named bug_*). Run from the repository root with Debian's python3
 (numpy): /usr/bin/python3 tests/fuzz/make_corpus.py. Ember's own checkpoints are added by
-tests/fuzz/make_checkpoints.lua (run with build/ember). The files are committed; regenerate
+tests/fuzz/make_checkpoints.lua (run with build/ember, after this script). The files are committed; regenerate
 only to change the seeds."""
 import gzip, io, json, os, struct, shutil
 import numpy as np
@@ -189,3 +189,31 @@ gzr('corrupt_gzip', 0, 0, b'\x1f\x8b\x08\0\0\0\0\0\0\x03' + b'\xff' * 40)
 gzr('two_members', 0, 0, gz(b'first ') + gz(b'second'))
 gzr('gzip_trailing_garbage', 1, 0, gz(b'abc') + b'garbage')
 gzr('empty', 0, 0, b'')
+
+# ---- checkpoints as ember.load reads them: every safetensors seed, and metadata that only the
+# Lua side interprets (__ember_types__, typed leaves, dotted keys) ------------------------------
+shutil.rmtree(os.path.join(root, 'checkpoint'), ignore_errors=True)
+shutil.copytree(os.path.join(root, 'safetensors'), os.path.join(root, 'checkpoint'))
+
+def ck(name, meta, tensors=None):
+    header, data = {'__metadata__': meta}, b''
+    for k, n in (tensors or {}).items():
+        header[k] = {'dtype': 'F32', 'shape': [n], 'data_offsets': [len(data), len(data) + 4 * n]}
+        data += b'\0' * (4 * n)
+    put('checkpoint', name, st(header, data))
+
+T = '__ember_types__'
+ck('types', {T: json.dumps({'a.lr': 'number', 'a.on': 'boolean', 'a.n': 'int64', 'a.u': 'uint64',
+                            'e': 'table', 'f': 'flat'}),
+             'a.lr': '0.5', 'a.on': 'true', 'a.n': '-12', 'a.u': '7', 'f.x.y': 'v'}, {'w.0': 1})
+ck('types_bad_json', {T: '{"a": number}', 'a': '1'})
+ck('types_not_object', {T: '["a"]'})
+ck('types_unknown', {T: '{"a": "complex"}', 'a': '1'})
+ck('types_bad_number', {T: '{"a": "number"}', 'a': '1.2.3'})
+ck('types_bad_int64', {T: '{"a": "int64"}', 'a': '99999999999999999999'})
+ck('types_bad_bool', {T: '{"a": "boolean"}', 'a': 'yes'})
+ck('types_table_with_value', {T: '{"a": "table"}', 'a': 'x'})
+ck('types_escapes', {T: '{"a\\u00e9\\ud83d\\ude00": "number"}', 'a\u00e9\U0001F600': '1'})
+ck('conflict_value_table', {'a': 'x', 'a.b': 'y'})
+ck('conflict_tensor', {'w': 'text'}, {'w': 1})
+ck('dotted_keys', {'.': 'x', 'a..b': 'y', '1.2.3': 'z', '0': 'zero', '012': 'lead'})
