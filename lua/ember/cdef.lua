@@ -514,6 +514,11 @@ int em_write_npy(const char *path, const em_tensor *t);
 /* A numeric CSV into a [rows, columns] tensor of dtype (floating or integer). delimiter ' '
  * splits on runs of blanks. skip_header != 0 drops the first non-blank line. */
 em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);
+/* The most bytes one gzip-compressed file may decompress to, for every reader (IDX, NPY, CSV):
+ * a larger one is an error that names the limit, so a small hostile .gz cannot make a reader
+ * allocate gigabytes. Process-wide; the default is 4 GiB. A limit below 1 is an error. */
+int em_set_gzip_limit(int64_t max_bytes);
+int64_t em_gzip_limit(void);
 
 /* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
  * byte ranges against the file size); tensors are then read one at a time, on demand. */
