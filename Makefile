@@ -22,17 +22,15 @@ gpt: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure
 
-<<<<<<< HEAD
 # Regenerates the differential test's PyTorch golden files (tests/diff/golden/) from
 # tests/diff/cases/*.json; needs Debian's python3-torch. `make test` reads them without PyTorch.
 golden:
 	/usr/bin/python3 tests/diff/make_golden.py
-=======
+
 # The readers' libFuzzer targets, each for FUZZ_SECONDS (tests/fuzz/README.md).
 FUZZ_SECONDS ?= 60
 fuzz: build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.so
->>>>>>> main
 
 bench:
 	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench
