@@ -24,9 +24,15 @@ import struct
 import sys
 import zlib
 
-import torch
+# One thread everywhere (torch and its BLAS/LAPACK): the same summation order on every run,
+# so regenerating without changes gives the same bytes.
+os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
+os.environ.setdefault('OMP_NUM_THREADS', '1')
+import torch  # noqa: E402
 
-import ops_torch
+torch.set_num_threads(1)
+
+import ops_torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, 'golden')
@@ -66,6 +72,7 @@ def specials(dt, n):
 def draw(kind, shape, dt, gen):
     """A tensor of `shape` and dtype dt drawn per `kind` (see docs/testing.md)."""
     n = math.prod(shape)
+    kind = kind.lstrip('+')  # '+' marks values the Lua side shifts by 1 (see index kinds)
     name, _, arg = kind.partition(':')
     if name == 'special':
         if n == 0:
@@ -109,6 +116,15 @@ def draw(kind, shape, dt, gen):
         v = torch.rand(shape, generator=gen, dtype=torch.float64) * 1.9 - 0.95
     elif name == 'prob':
         v = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.9 + 0.05
+    elif name == 'wellcond':  # square matrices far from singular
+        v = torch.randn(shape, generator=gen, dtype=torch.float64) * 0.3
+        if len(shape) >= 2 and shape[-1] == shape[-2]:
+            v = v + 2 * torch.eye(shape[-1], dtype=torch.float64)
+    elif name == 'spd':  # symmetric positive definite
+        b = torch.randn(shape, generator=gen, dtype=torch.float64)
+        v = b @ b.transpose(-1, -2) + shape[-1] * torch.eye(shape[-1], dtype=torch.float64)
+    elif name == 'logsoftmax':  # log-probabilities along the last dim
+        v = torch.log_softmax(torch.randn(shape, generator=gen, dtype=torch.float64), -1)
     elif name == 'uniform':
         lo, hi = [float(s) for s in arg.split(',')]
         v = torch.rand(shape, generator=gen, dtype=torch.float64) * (hi - lo) + lo
@@ -182,11 +198,13 @@ def reference(case, bases, gen):
             dt = next(b.dtype for b in bases if b.dtype in HALF)
         out_dtypes.append(dt)
     result = [o.detach().to(dt) for o, dt in zip(outs, out_dtypes)]
+    if case['native16'] and native is not None:  # the op's meaning depends on the 16-bit dtype
+        result = [o.detach() for o in native]
     grads, ups = None, None
     if any(i['grad'] for i in case['inputs']):
         ups, pairs = [], []
-        for o, dt in zip(outs, out_dtypes):
-            if is_float(dt) and o.requires_grad:
+        for k, (o, dt) in enumerate(zip(outs, out_dtypes)):
+            if is_float(dt) and o.requires_grad and k in case.get('grad_outs', [k]):
                 g = torch.randn(o.shape, generator=gen, dtype=torch.float64).to(dt)
                 ups.append(g)
                 pairs.append((o, g.to(o.dtype)))
@@ -222,7 +240,7 @@ def per_input(v, n):
 
 
 def default_dtype(kind):
-    name = kind.partition(':')[0]
+    name = kind.lstrip('+').partition(':')[0]
     return 'int64' if name in ('index', 'class', 'perm') else 'bool' if name == 'mask' else \
         'float32'
 
@@ -255,7 +273,9 @@ def expand(entry):
                         yield {'op': op, 'kwargs': kw, 'inputs': inputs,
                                'index_out': entry.get('index_out', []),
                                'tol': entry.get('tol', 1), 'vulkan': entry.get('vulkan', True),
-                               'error': entry.get('error', False)}
+                               'error': entry.get('error', False),
+                               'native16': entry.get('native16', False),
+                               'grad_outs': entry.get('grad_outs', list(range(99)))}
 
 
 def read_cases():
@@ -303,6 +323,11 @@ def write_safetensors(path, tensors):
     os.replace(path + '.tmp', path)
 
 
+LUA_KEYWORDS = {'and', 'break', 'do', 'else', 'elseif', 'end', 'false', 'for', 'function', 'goto',
+                'if', 'in', 'local', 'nil', 'not', 'or', 'repeat', 'return', 'then', 'true',
+                'until', 'while'}
+
+
 def lua(v):
     """v as a Lua literal (JSON-like values only)."""
     if v is None:
@@ -322,7 +347,8 @@ def lua(v):
     if isinstance(v, dict):
         if not v:
             return '{}'
-        return '{' + ', '.join(f'{k} = {lua(x)}' if k.isidentifier() else f'[{json.dumps(k)}] = {lua(x)}'
+        return '{' + ', '.join(f'{k} = {lua(x)}' if k.isidentifier() and k not in LUA_KEYWORDS
+                               else f'[{json.dumps(k)}] = {lua(x)}'
                                for k, x in sorted(v.items())) + '}'
     raise TypeError(type(v))
 
@@ -369,9 +395,12 @@ def main():
             if c['error']:
                 sys.exit(f'{what}: expected an error, torch gave none')
         # inputs: {dtype, view shape, layout, kind, grad, stored tensor}
-        ins = [[i['dtype'], i['shape'], i['layout'], i['kind'], i['grad'], pools.put(b)]
+        # inputs: "stored-tensor layout kind g|-" and, for an expanded view, its shape (the
+        # other layouts' view shapes follow from the stored shape)
+        ins = [' '.join([pools.put(b), i['layout'], i['kind'], 'g' if i['grad'] else '-'] +
+                        (['x'.join(str(d) for d in i['shape'])] if i['layout'] == 'e' else []))
                for i, b in zip(c['inputs'], bases)]
-        rec = {'id': n, 'op': c['op'], 'kw': c['kwargs'], 'inputs': ins}
+        rec = {'op': c['op'], 'kw': c['kwargs'], 'inputs': ins}  # its id is its position
         if outs is not None:
             rec['outs'] = [pools.put(o) for o in outs]
         if ups is not None:

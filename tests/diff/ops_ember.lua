@@ -233,4 +233,192 @@ OPS.bce_with_logits = function(a, k)
 end
 OPS.kl_div = function(a, k) return F.kl_div(a[1], a[2], reduction(k), k.log_target or false) end
 
+-- ---- ops added with issue 11's API (math, statistics, search, indexing, shaping, linalg, nn) --
+
+local function bool0(v) -- a Lua boolean result (allclose, equal) as PyTorch's 0-d bool tensor
+  return ember.tensor(v and 1 or 0):to('bool')
+end
+local function method(name, ...) -- x:name(extra...) with the kwargs picked by `keys`
+  local keys = { ... }
+  return function(a, k)
+    local args = {}
+    for i, key in ipairs(keys) do args[i] = k[key] end
+    return a[1][name](a[1], unpack(args, 1, #keys))
+  end
+end
+
+for _, n in ipairs { 'asin', 'acos', 'atan', 'sinh', 'cosh', 'asinh', 'acosh', 'atanh', 'log2',
+  'log10', 'exp2', 'erfc', 'erfinv', 'lgamma', 'digamma', 'frac' } do
+  OPS[n] = unary(n)
+end
+for _, n in ipairs { 'hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax', 'fmin', 'heaviside',
+  'gcd', 'lcm', 'kron' } do
+  OPS[n] = binary(n)
+end
+OPS.logit = method('logit', 'eps')
+OPS.nan_to_num = function(a, k)
+  return a[1]:nan_to_num(k.nan or 0, num(k.posinf), num(k.neginf))
+end
+OPS.isclose = function(a, k)
+  return a[1]:isclose(a[2], k.rtol or 1e-5, k.atol or 1e-8, k.equal_nan or false)
+end
+OPS.allclose = function(a, k)
+  return bool0(a[1]:allclose(a[2], k.rtol or 1e-5, k.atol or 1e-8, k.equal_nan or false))
+end
+OPS.equal = function(a) return bool0(a[1]:equal(a[2])) end
+OPS.isin = function(a, k) return ember.isin(a[1], a[2], { invert = k.invert or false }) end
+
+OPS.searchsorted = function(a, k) return a[1]:searchsorted(a[2], { right = k.right or false }) end
+OPS.bucketize = function(a, k) return a[1]:bucketize(a[2], { right = k.right or false }) end
+OPS.bincount = function(a, k) return a[1]:bincount(a[2], k.minlength or 0) end
+OPS.histc = function(a, k) return a[1]:histc(k.bins or 100, k.min or 0, k.max or 0) end
+OPS.unique_consecutive = function(a)
+  return a[1]:unique_consecutive { return_inverse = true, return_counts = true }
+end
+
+OPS.median = function(a) return a[1]:median() end
+OPS.median_dim = function(a, k) return a[1]:median(D(k.dim), k.keepdim or false) end
+OPS.kthvalue = function(a, k) return a[1]:kthvalue(k.k, D(k.dim or -1), k.keepdim or false) end
+OPS.mode = function(a, k) return a[1]:mode(D(k.dim or -1), k.keepdim or false) end
+OPS.quantile = function(a, k)
+  return a[1]:quantile(a[2] or k.q, { dim = D(k.dim), keepdim = k.keepdim or false,
+    interpolation = k.interpolation })
+end
+OPS.aminmax = function(a, k) return a[1]:aminmax { dim = D(k.dim), keepdim = k.keepdim or false } end
+local function with_mean(name)
+  return function(a, k)
+    local o = { correction = k.correction or 1, keepdim = k.keepdim or false }
+    if k.dim == nil then return a[1][name](a[1], o) end
+    return a[1][name](a[1], D(k.dim), o)
+  end
+end
+OPS.var_mean, OPS.std_mean = with_mean('var_mean'), with_mean('std_mean')
+OPS.cummax = function(a, k) return a[1]:cummax(D(k.dim)) end
+OPS.cummin = function(a, k) return a[1]:cummin(D(k.dim)) end
+OPS.logcumsumexp = function(a, k) return a[1]:logcumsumexp(D(k.dim)) end
+OPS.diff = function(a, k) return a[1]:diff(k.n or 1, D(k.dim or -1), a[2], a[3]) end
+
+OPS.take = function(a) return a[1]:take(a[2]) end
+OPS.take_along_dim = function(a, k) return a[1]:take_along_dim(a[2], D(k.dim)) end
+OPS.index_put = function(a, k)
+  return a[1]:index_put({ unpack(a, 3) }, a[2], k.accumulate or false)
+end
+OPS.scatter_reduce = function(a, k)
+  return a[1]:scatter_reduce(D(k.dim), a[2], a[3], k.reduce,
+    { include_self = k.include_self == nil and true or k.include_self })
+end
+OPS.masked_scatter = function(a) return a[1]:masked_scatter(a[2], a[3]) end
+
+OPS.diagonal = function(a, k)
+  return a[1]:diagonal(k.offset or 0, D(k.dim1 or 0), D(k.dim2 or 1))
+end
+OPS.diag = function(a, k) return a[1]:diag(k.k or 0) end
+OPS.diag_embed = function(a, k)
+  return a[1]:diag_embed(k.offset or 0, D(k.dim1 or -2), D(k.dim2 or -1))
+end
+OPS.trace = function(a) return a[1]:trace() end
+OPS.tril_indices = function(_, k) return ember.tril_indices(k.rows, k.cols, k.offset or 0) end
+OPS.triu_indices = function(_, k) return ember.triu_indices(k.rows, k.cols, k.offset or 0) end
+OPS.movedim = function(a, k) return a[1]:movedim(D(k.src), D(k.dst)) end
+OPS.unbind = function(a, k) return a[1]:unbind(D(k.dim or 0)) end
+OPS.unflatten = function(a, k) return a[1]:unflatten(D(k.dim), k.sizes) end
+OPS.tensor_split = function(a, k) return a[1]:tensor_split(k.s, D(k.dim or 0)) end
+OPS.hstack = function(a) return ember.hstack(a) end
+OPS.vstack = function(a) return ember.vstack(a) end
+OPS.dstack = function(a) return ember.dstack(a) end
+OPS.tile = function(a, k) return a[1]:tile(unpack(k.reps)) end
+OPS.repeat_interleave = function(a, k) return a[1]:repeat_interleave(a[2] or k.repeats, D(k.dim)) end
+OPS.rot90 = function(a, k) return a[1]:rot90(k.k or 1, D(k.dims or { 0, 1 })) end
+OPS.broadcast_to = function(a, k) return a[1]:broadcast_to(k.shape) end
+OPS.meshgrid = function(a, k)
+  local args = { unpack(a) }
+  args[#args + 1] = { indexing = k.indexing or 'ij' }
+  return ember.meshgrid(unpack(args))
+end
+OPS.as_strided = function(a, k) return a[1]:as_strided(k.size, k.stride, k.offset or 0) end
+OPS.logspace = function(_, k) return ember.logspace(k.start, k['end'], k.steps, k.base or 10) end
+
+OPS.einsum = function(a, k) return ember.einsum(k.eq, a) end
+OPS.tensordot = function(a, k)
+  local dims = k.dims
+  if type(dims) == 'table' then dims = { D(dims[1]), D(dims[2]) } end
+  return ember.tensordot(a[1], a[2], dims)
+end
+OPS.cross = function(a, k) return ember.linalg.cross(a[1], a[2], D(k.dim or -1)) end
+OPS.cdist = function(a, k) return ember.cdist(a[1], a[2], k.p or 2) end
+OPS.addmv = function(a, k) return a[1]:addmv(a[2], a[3], { beta = k.beta, alpha = k.alpha }) end
+OPS.addr = function(a, k) return a[1]:addr(a[2], a[3], { beta = k.beta, alpha = k.alpha }) end
+OPS.matrix_power = function(a, k) return ember.linalg.matrix_power(a[1], k.n) end
+for _, n in ipairs { 'inv', 'det', 'slogdet', 'cholesky', 'svdvals', 'eigvalsh' } do
+  OPS[n] = function(a) return ember.linalg[n](a[1]) end
+end
+OPS.solve = function(a) return ember.linalg.solve(a[1], a[2]) end
+OPS.lstsq = function(a) return (ember.linalg.lstsq(a[1], a[2])) end
+OPS.vector_norm = function(a, k)
+  return ember.linalg.vector_norm(a[1], num(k.ord or 2), D(k.dim), k.keepdim or false)
+end
+OPS.matrix_norm = function(a, k) return ember.linalg.matrix_norm(a[1], num(k.ord or 'fro')) end
+
+-- nn.functional with PyTorch's names: kwargs pass as the options table (dims converted).
+local function F_named(name, ninputs)
+  return function(a, k)
+    local o = {}
+    for key, v in pairs(k) do o[key] = (key == 'dim') and D(v) or v end
+    local args = { unpack(a, 1, ninputs or 1) }
+    if next(o) ~= nil then args[#args + 1] = o end
+    return F[name](unpack(args))
+  end
+end
+for _, n in ipairs { 'logsigmoid', 'hardtanh', 'relu6', 'hardswish', 'hardsigmoid', 'selu', 'celu',
+  'mish', 'softsign', 'normalize', 'interpolate' } do
+  OPS[n] = F_named(n)
+end
+OPS.glu = function(a, k) return F.glu(a[1], D(k.dim or -1)) end
+OPS.softmin = function(a, k) return F.softmin(a[1], D(k.dim)) end
+OPS.adaptive_max_pool1d = function(a, k) return F.adaptive_max_pool1d(a[1], k.output_size) end
+-- The first of `keys` go by position, the other kwargs in the options table.
+local function F_pos(name, ...)
+  local keys = { ... }
+  return function(a, k)
+    local o, args = {}, { a[1] }
+    for key, v in pairs(k) do o[key] = v end
+    for _, key in ipairs(keys) do args[#args + 1] = k[key]; o[key] = nil end
+    if next(o) ~= nil then args[#args + 1] = o end
+    return F[name](unpack(args, 1, #keys + 2))
+  end
+end
+OPS.F_unfold = F_pos('unfold', 'kernel_size')
+OPS.fold = F_pos('fold', 'output_size', 'kernel_size')
+OPS.max_pool3d = F_pos('max_pool3d', 'kernel_size')
+OPS.avg_pool3d = F_pos('avg_pool3d', 'kernel_size')
+OPS.pad = F_pos('pad', 'pad')
+OPS.pixel_shuffle = function(a, k) return F.pixel_shuffle(a[1], k.upscale_factor) end
+OPS.pixel_unshuffle = function(a, k) return F.pixel_unshuffle(a[1], k.downscale_factor) end
+OPS.threshold = function(a, k) return F.threshold(a[1], k.threshold, k.value) end
+OPS.prelu = function(a) return F.prelu(a[1], a[2]) end
+OPS.F_softplus = F_named('softplus')
+OPS.conv3d = function(a, k)
+  local o = {}
+  for key, v in pairs(k) do o[key] = v end
+  if a[3] then return F.conv3d(a[1], a[2], a[3], o) end
+  return F.conv3d(a[1], a[2], nil, o)
+end
+OPS.huber_loss = F_named('huber_loss', 2)
+OPS.margin_ranking_loss = F_named('margin_ranking_loss', 3)
+OPS.triplet_margin_loss = F_named('triplet_margin_loss', 3)
+OPS.cosine_embedding_loss = F_named('cosine_embedding_loss', 3)
+OPS.poisson_nll_loss = F_named('poisson_nll_loss', 2)
+OPS.gaussian_nll_loss = F_named('gaussian_nll_loss', 3)
+OPS.cosine_similarity = F_named('cosine_similarity', 2)
+OPS.pairwise_distance = F_named('pairwise_distance', 2)
+OPS.embedding_bag = function(a, k)
+  local o = { offsets = a[3] }
+  for key, v in pairs(k) do o[key] = (key == 'padding_idx') and D(v) or v end
+  return F.embedding_bag(a[1], a[2], o)
+end
+OPS.ctc_loss = function(a, k)
+  return F.ctc_loss(a[1]:log_softmax(-1), a[2], k.input_lengths, k.target_lengths, 1,
+    k.reduction or 'mean')
+end
+
 return OPS
