@@ -56,7 +56,33 @@ local KNOWN = {
     why = 'threshold replaces NaN by value; PyTorch keeps NaN' },
   { op = 'cosine_similarity', where = 'forward',
     why = 'cosine_similarity does not broadcast x1 and x2 against each other' },
+  { op = 'median', where = 'grad', msg = 'does not require grad',
+    why = 'the median of an empty tensor does not record its input: backward fails where ' ..
+      'PyTorch gives zeros' },
+  { op = 'chunk', where = 'forward', msg = '1 outputs, PyTorch 2',
+    why = 'chunk(n) of a zero-size dim gives one piece; PyTorch gives n empty ones' },
+  { op = 'batch_norm_train', where = 'forward', msg = 'more than 1 value per channel',
+    why = 'batch_norm in training refuses an empty batch; PyTorch returns an empty result' },
+  -- special values (NaN, +-inf, huge) that Ember's composed formulas turn into other
+  -- non-finite results than PyTorch's
+  { op = { 'layer_norm', 'group_norm', 'instance_norm' }, kind = 'special', where = 'forward',
+    why = 'a norm over an infinite input gives +-inf or 0 where PyTorch gives NaN' },
+  { op = 'normalize', kind = 'special', where = 'forward',
+    why = 'normalize with an infinite element: Ember gives finite values, PyTorch x / inf' },
+  { op = 'cosine_embedding_loss', kind = 'special', where = 'forward',
+    why = 'cosine_embedding_loss of non-finite inputs: NaN where PyTorch gives 0' },
+  { op = { 'conv_transpose1d', 'conv_transpose2d' }, kind = 'special', where = 'forward',
+    why = 'conv_transpose multiplies infinite inputs by the zeros it pads with: NaN where ' ..
+      'PyTorch gives inf' },
+  { op = 'cross', kind = 'special', where = 'forward',
+    why = 'cross of infinite inputs: NaN where PyTorch gives inf' },
+  { op = 'cdist', kind = 'special', where = 'forward',
+    why = 'cdist of huge inputs: Ember gives 2.4e38 where PyTorch overflows to inf' },
+  { op = 'slogdet', kind = 'special', where = 'forward',
+    why = 'slogdet of a matrix holding NaN and inf: another sign than PyTorch (meaningless there)' },
   -- where PyTorch is the odd one out
+  { op = 'unique', kind = 'special', where = 'forward',
+    why = "PyTorch 1.13's unique sorts NaN out of order; Ember keeps each NaN, last" },
   { op = 'div', kind = 'special', where = 'forward', msg = 'PyTorch nan',
     why = "div(..., 'floor') whose quotient overflows: Ember gives +-inf, PyTorch's " ..
       'fmod-based formula NaN' },
