@@ -9,10 +9,10 @@
 --    exactly); index outputs 1-based. Gradients: PyTorch's upstream gradient is fed to the
 --    outputs and the inputs' gradients are compared (an Ember nil stands for PyTorch's zeros).
 --  * A case that PyTorch refuses (error = true) must raise in Ember too.
---  * The same cases run on the Vulkan device (lavapipe) where Ember has the kernels: a case
---    whose op raises "not implemented on vulkan" is skipped there and counted.
--- Cases that disagree today are listed in KNOWN below with the reason; a listed case that
--- agrees again fails too, so the table is kept honest. Adding an op: docs/testing.md.
+--  * The cases also run on the Vulkan device (lavapipe; a subset by default, see VK_MODE): a
+--    case whose op raises "not implemented on vulkan" is skipped there.
+-- Cases that disagree today are listed in KNOWN below with the reason; an entry that no case
+-- needs any more fails the test, so the table is kept honest. Adding an op: docs/testing.md.
 package.path = 'tests/diff/?.lua;' .. package.path
 local H = require 'helpers'
 local ffi = require 'ffi'
@@ -24,10 +24,9 @@ local CASES = dofile(DIR .. 'cases.lua')
 local POOL = ember.load(DIR .. 'golden.safetensors', { flat = true })
 
 -- Known disagreements: a case matches an entry when every field given agrees (op, or a list of
--- ops; dtype: the
--- first input's; kind, layout: any input's value kind or layout; where: 'forward', 'grad' or
--- 'error'; device: 'cpu' or 'vulkan'; msg: a plain substring of the disagreement). Each entry
--- says why; remove it when the cause is fixed.
+-- ops; dtype: the first input's; kind, layout: any input's value kind or layout; where:
+-- 'forward', 'grad' or 'error'; device: 'cpu' or 'vulkan'; msg: a plain substring of the
+-- disagreement). Each entry says why; remove it when the cause is fixed.
 local KNOWN = {
   -- wrong results and errors where PyTorch works (issue 11, "Wrong results" and "Errors")
   { op = 'atan2', dtype = 'float16', where = 'grad',
