@@ -105,9 +105,13 @@ describe('unary math against PyTorch', function()
     end)
   end)
 
-  it('says digamma has no backward yet', function()
-    local x = ember.tensor({ 1.5 }, { dtype = 'float64' }):requires_grad_()
-    H.assert_error(function() x:digamma():sum():backward() end, 'not implemented')
+  it('differentiates digamma (trigamma) on both sides of 0', function()
+    local x = ember.tensor({ -2.7, -0.4, 0.05, 0.7, 3.3, 12.5, 40 }, { dtype = 'float64' }):requires_grad_()
+    assert.is_true(gradcheck(function(t) return t:digamma() end, { x }, { rtol = 1e-6 }))
+    -- trigamma(1) = pi^2 / 6, trigamma(1/2) = pi^2 / 2
+    local y = ember.tensor({ 1, 0.5 }, { dtype = 'float64' }):requires_grad_()
+    y:digamma():sum():backward()
+    H.assert_close(y.grad, { math.pi ^ 2 / 6, math.pi ^ 2 / 2 }, 1e-12, 0)
   end)
 end)
 
