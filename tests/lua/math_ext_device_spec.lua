@@ -59,7 +59,7 @@ describe('vulkan special functions', function()
 
   it('have the CPU gradients', function()
     local x = ember.tensor(H.rand_table({ 3, 4 }, 0.2, 0.8))
-    for _, name in ipairs({ 'asin', 'acosh', 'exp2', 'erfc', 'erfinv', 'lgamma' }) do
+    for _, name in ipairs({ 'asin', 'acosh', 'exp2', 'erfc', 'erfinv', 'lgamma', 'digamma' }) do
       local a = (name == 'acosh' and x + 1 or x):clone():requires_grad_()
       local b = on(a:detach()):requires_grad_()
       a[name](a):sum():backward()
@@ -149,5 +149,7 @@ describe('vulkan compositions', function()
     agree(a1, b1, 'unique_consecutive')
     agree(a2, b2, 'unique_consecutive inverse')
     agree(a3, b3, 'unique_consecutive counts')
+    local m = ember.tensor({ { 1, 1, 2 }, { 3, 3, 1 } }, { dtype = 'int64' })
+    agree(on(m):unique_consecutive({ dim = 2 }), m:unique_consecutive({ dim = 2 }), 'unique_consecutive dim')
   end)
 end)

@@ -150,6 +150,16 @@ v, inv, cnt = torch.unique_consecutive(uc, return_inverse=True, return_counts=Tr
 put('uc.v', v)
 put('uc.inv', inv + 1)
 put('uc.cnt', cnt)
+ucm = torch.tensor([[1, 1, 2, 2, 2], [3, 3, 1, 1, 4], [0, 0, 0, 0, 0]], dtype=f64)
+put('ucm.in', ucm)
+v, inv, cnt = torch.unique_consecutive(ucm, return_inverse=True, return_counts=True, dim=1)
+put('ucm.v', v)
+put('ucm.inv', inv + 1)
+put('ucm.cnt', cnt)
+v, inv, cnt = torch.unique_consecutive(ucm[[0, 0, 1, 2, 2]], return_inverse=True, return_counts=True, dim=0)
+put('ucm0.v', v)
+put('ucm0.inv', inv + 1)
+put('ucm0.cnt', cnt)
 
 # --- write ------------------------------------------------------------------------------------
 header, blobs, pos = {}, [], 0
