@@ -9,6 +9,7 @@ local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local pw = require 'ember.ops.pointwise'
 local creation = require 'ember.creation'
+local names = require 'ember.util.names'
 local C, own, check = core.C, core.own, core.check
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
@@ -74,13 +75,9 @@ local function as_tensor(v, like)
 end
 M._as_tensor = as_tensor
 
+-- The shared options check (ember.util.names): unknown keys name the closest valid one.
 local function options(fn, opts, keys)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(fn .. ': expected an options table, got ' .. type(opts), 3) end
-  for k in pairs(opts) do
-    if not keys[k] then error(('%s: unknown option %s'):format(fn, tostring(k)), 3) end
-  end
-  return opts
+  return names.check_options(fn, opts, keys, 3)
 end
 
 -- ---- compositions --------------------------------------------------------------------------
