@@ -309,6 +309,13 @@ function methods.isin(elements, test, opts)
   return found
 end
 
+-- In-place forms of the compositions PyTorch has them for: the result copied into x (whose
+-- dtype must hold it, as for every in-place op).
+for _, name in ipairs({ 'logit', 'frac', 'hypot', 'copysign', 'xlogy', 'gcd', 'lcm', 'heaviside' }) do
+  local f = methods[name]
+  methods[name .. '_'] = function(x, ...) return x:copy_(f(x, ...)) end
+end
+
 for _, name in ipairs({ 'logit', 'frac', 'hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax',
   'fmin', 'nan_to_num', 'heaviside', 'gcd', 'lcm', 'isclose', 'allclose', 'equal', 'isin' }) do
   M[name] = methods[name]
