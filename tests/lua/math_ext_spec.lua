@@ -213,6 +213,13 @@ describe('composed math against PyTorch', function()
     H.assert_close(w.grad, { 1, 0, 0 }, 0, 0)
   end)
 
+  it("names the function called in errors its ops raise, at the caller's line", function()
+    local ok, err = pcall(function() return ember.hypot(ember.zeros(2, 3), ember.zeros(4)) end)
+    assert.is_false(ok)
+    assert.truthy(err:find('math_ext_spec.lua:%d+: hypot: shapes %[2,3%] and %[4%] cannot broadcast'), err)
+    H.assert_error(function() ember.xlogy(ember.zeros(2), ember.zeros(3)) end, 'xlogy: shapes')
+  end)
+
   it('checks its arguments', function()
     H.assert_error(function() ember.tensor({ 1.0 }):logit('x') end, 'logit: expected eps to be a number')
     H.assert_error(function() ember.tensor({ 1, 2 }, { dtype = 'int64' }):frac() end,

@@ -316,9 +316,11 @@ for _, name in ipairs({ 'logit', 'frac', 'hypot', 'copysign', 'xlogy', 'gcd', 'l
   methods[name .. '_'] = function(x, ...) return x:copy_(f(x, ...)) end
 end
 
-for _, name in ipairs({ 'logit', 'frac', 'hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax',
-  'fmin', 'nan_to_num', 'heaviside', 'gcd', 'lcm', 'isclose', 'allclose', 'equal', 'isin' }) do
-  M[name] = methods[name]
-end
+local composed = { 'logit', 'frac', 'hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax', 'fmin',
+  'nan_to_num', 'heaviside', 'gcd', 'lcm', 'isclose', 'allclose', 'equal', 'isin' }
+for _, name in ipairs(composed) do M[name] = methods[name] end
+require('ember.ops.named').wrap(composed, methods, M)
+require('ember.ops.named').wrap({ 'logit_', 'frac_', 'hypot_', 'copysign_', 'xlogy_', 'gcd_',
+  'lcm_', 'heaviside_', 'nan_to_num_' }, methods)
 
 return M

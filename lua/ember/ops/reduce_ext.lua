@@ -360,9 +360,9 @@ function methods.diff(x, n, dim, prepend, append)
   return v
 end
 
-for _, name in ipairs({ 'median', 'kthvalue', 'mode', 'quantile', 'aminmax', 'var_mean',
-  'std_mean', 'cummax', 'cummin', 'logcumsumexp', 'diff' }) do
-  M[name] = methods[name]
-end
+local composed = { 'median', 'kthvalue', 'mode', 'quantile', 'aminmax', 'var_mean', 'std_mean',
+  'cummax', 'cummin', 'logcumsumexp', 'diff' }
+for _, name in ipairs(composed) do M[name] = methods[name] end
+require('ember.ops.named').wrap(composed, methods, M)
 
 return M

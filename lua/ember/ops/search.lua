@@ -254,4 +254,7 @@ function methods.unique_consecutive(x, opts)
 end
 M.unique_consecutive = methods.unique_consecutive
 
+require('ember.ops.named').wrap({ 'searchsorted', 'bucketize', 'bincount', 'histc',
+  'unique_consecutive' }, methods, M)
+
 return M
