@@ -159,6 +159,9 @@ void em_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 enum { EM_PARALLEL_GRAIN = 32768 };
 int em_threads_for(int64_t work);
 
+/* 0 when a fill value fits dtype by PyTorch's rule, else an error naming fn (scalar_fits.c). */
+int em_check_fill_value(const char *fn, em_dtype dtype, double v);
+
 /* ---- layout checks (layout_check.c) ---------------------------------------------------------
  * One decision for every shape-making function and reader: the element count and the
  * contiguous strides fit int64 (with headroom for the byte count), zero-size shapes included. */

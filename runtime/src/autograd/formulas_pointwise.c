@@ -17,6 +17,7 @@ static int unary_needs(em_unary_op op) {
   case EM_TAN:
     return 2;
   default:
+    if (op >= EM_ASIN) return em_ag_special_unary_needs_output(op) ? 2 : 1;
     return 1;
   }
 }
@@ -99,7 +100,10 @@ static T unary_grad(em_unary_op op, const em_tensor *g, const em_tensor *x, cons
   case EM_ERF:
     r = mul(ref(g), muls(un(EM_EXP, neg(mul(ref(x), ref(x)))), 1.1283791670955126));
     break;
-  default: return em_error_null("%s: not differentiable", em_unary_name(op));
+  default:
+    if (op < EM_ASIN) return em_error_null("%s: not differentiable", em_unary_name(op));
+    r = em_ag_special_unary_grad(op, unary_needs(op) == 2 ? y : x, g);
+    break;
   }
   return r;
 }
@@ -110,10 +114,13 @@ static const char *unary_node_names[EM_NUM_UNARY] = {
   "TanhBackward", "SigmoidBackward", "ReluBackward", "GeluBackward", "GeluBackward",
   "SiluBackward", "SoftplusBackward", "FloorBackward", "CeilBackward", "RoundBackward",
   "TruncBackward", "ReciprocalBackward", "SquareBackward", "ErfBackward",
+  [EM_ASIN] = "AsinBackward", "AcosBackward", "AtanBackward", "SinhBackward", "CoshBackward",
+  "AsinhBackward", "AcoshBackward", "AtanhBackward", "Log2Backward", "Log10Backward",
+  "Exp2Backward", "ErfcBackward", "ErfinvBackward", "LgammaBackward", "DigammaBackward",
 };
 
 int em_ag_record_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
-  if (op >= EM_ISNAN || !em_dtypes[out->dtype_id].is_float) return 0; /* not differentiable */
+  if ((op >= EM_ISNAN && op <= EM_BITWISE_NOT) || !em_dtypes[out->dtype_id].is_float) return 0; /* not differentiable */
   em_node *node = em_ag_node_new(unary_node_names[op], unary_backward, 1, &x);
   if (node == NULL) return -1;
   node->ints[0] = op;

@@ -99,6 +99,7 @@ static int copy_raw(em_tensor *dst, const em_tensor *src) {
 
 static int fill_named(const char *fn, em_tensor *t, double value) {
   if (t == NULL) return em_error("%s: expected a tensor, got NULL", fn);
+  if (em_check_fill_value(fn, (em_dtype)t->dtype_id, value) != 0) return -1;
   if (em_numel(t) == 0) return 0;
   if (em_check_writable(fn, t) != 0) return -1; /* refused as every in-place op is */
   const em_backend *be = em_device_backend(t->device_id);

@@ -446,6 +446,7 @@ static int index_fill(const char *fn, em_tensor *x, int dim, const em_tensor *in
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return -1;
   if (index == NULL) return em_error("%s: expected an index tensor, got NULL", fn);
+  if (em_check_fill_value(fn, (em_dtype)x->dtype_id, value) != 0) return -1;
   em_tensor *v = em_scalar_tensor(value, (em_dtype)x->dtype_id, x->device_id, 0);
   if (v == NULL) return -1;
   int64_t sizes[EM_MAX_DIMS];
