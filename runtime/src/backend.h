@@ -183,7 +183,7 @@ struct em_backend {
 
   /* ---- neural-network kernels (nn.h defines the geometry structs and what each computes) ----
    * Every tensor is contiguous and x, w, gy, y share one dtype, float32 or float64 (the conv
-   * slots also bfloat16 where conv_bf16 is set); int64
+   * slots also bfloat16 where conv_bf16 is set, and the 16-bit dtypes conv_half accepts); int64
    * indices and targets are 0-based and already checked by the definitions. Outputs are fresh
    * (kernels write every element). Optional tensors (bias, weight, gx, gw, gb) may be NULL. */
   int (*conv2d)(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -193,6 +193,10 @@ struct em_backend {
                            const em_tensor *bias, const struct em_conv_geom *g);
   int (*conv2d_weight_grad)(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                             const struct em_conv_geom *g);
+  /* Optional: whether the conv slots take float16 or bfloat16 tensors of dtype dt on this
+   * device themselves (Vulkan: where its tensor-core kernels take the dtype). Without it, or
+   * where it says no, 16-bit convolutions run in float32 between casts (as conv_bf16 says). */
+  bool (*conv_half)(int device, em_dtype dt);
   /* indices: int64 position of each maximum within its input plane (h * W + w). */
   int (*max_pool2d)(em_tensor *y, em_tensor *indices, const em_tensor *x,
                     const struct em_pool_geom *g);
