@@ -34,19 +34,11 @@ local function two(x) return methods.unsqueeze(methods.unsqueeze(x, -1), -1) end
 local out2 = ffi.new('em_tensor *[2]')
 local out3 = ffi.new('em_tensor *[3]')
 
--- Options tables: unknown keys are errors.
+-- Options tables: unknown keys are errors that suggest the closest valid one.
 local function options(fn, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(('%s: expected an options table, got %s'):format(fn, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(('%s: unknown option %s (expected %s)'):format(fn, tostring(k), table.concat(names, ', ')), 3)
-    end
-  end
-  return opts
+  local list = {}
+  for k in pairs(allowed) do list[#list + 1] = k end
+  return require('ember.util.names').check_options(fn, opts, list, 3)
 end
 
 -- ---- the raw C ops (no gradient) -----------------------------------------------------------

@@ -149,7 +149,7 @@ describe('shaping by hand', function()
     H.assert_close(x:new_full({ 2 }, 7), { 7, 7 })
     assert.are.equal('float64', x:new_tensor({ 1, 2 }):dtype())
     assert.are.equal('float64', ember.ones(2):type_as(x):dtype())
-    H.assert_error(function() x:new_zeros(2, { dtpye = 'int32' }) end, 'unknown option dtpye')
+    H.assert_error(function() x:new_zeros(2, { dtpye = 'int32' }) end, 'unknown option dtpye (did you mean dtype?')
   end)
 
   it('repeat_interleave with a scalar, without dim, and the counts form', function()

@@ -336,13 +336,7 @@ end
 
 -- ---- addmv, addr, matrix_power ---------------------------------------------------------------
 local function scalars(fn, opts)
-  if opts == nil then return 1, 1 end
-  if type(opts) ~= 'table' then fail(fn, 'expected an options table {beta=, alpha=}, got ' .. type(opts)) end
-  for k in pairs(opts) do
-    if k ~= 'beta' and k ~= 'alpha' then
-      error(('%s: unknown option %s (expected beta, alpha)'):format(fn, tostring(k)), 4)
-    end
-  end
+  opts = require('ember.util.names').check_options(fn, opts, { 'beta', 'alpha' }, 3)
   return opts.beta or 1, opts.alpha or 1
 end
 
