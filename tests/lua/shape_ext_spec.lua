@@ -180,6 +180,9 @@ describe('shaping by hand', function()
     H.assert_error(function() ember.einsum('ij', ember.zeros(2)) end, 'einsum: the term "ij" has 2 labels')
     H.assert_error(function() ember.cross(ember.zeros(2, 2), ember.zeros(2, 2)) end, 'cross: no dimension of size 3')
     H.assert_error(function() ember.zeros(2, 3):matrix_power(2) end, 'matrix_power: expected square matrices')
+    H.assert_error(function() ember.cdist(ember.zeros(2, 3, 4), ember.zeros(3, 3, 4)) end, 'cdist: shapes')
+    H.assert_error(function() ember.einsum('ij,jk', ember.zeros(2, 3), ember.zeros(3, 2, f64)) end,
+      'einsum: expected both operands to have the same dtype')
     H.assert_error(function() ember.meshgrid(ember.zeros(2), { indexing = 'yx' }) end, "expected indexing 'ij' or 'xy'")
     H.assert_error(function() ember.tensordot(ember.zeros(2, 3), ember.zeros(4), { { 2 }, { 1 } }) end,
       'contracted dims 2 of a and 1 of b have sizes 3 and 4')

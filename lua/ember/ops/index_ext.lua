@@ -305,4 +305,9 @@ function methods.masked_scatter_(x, mask, source)
   return x
 end
 
+-- Errors of the ops inside carry these functions' names.
+local as_op = require 'ember.util.as_op'
+as_op.wrap_all(methods, { 'take', 'take_along_dim', 'index_put', 'index_put_', 'scatter_reduce',
+  'scatter_reduce_', 'masked_scatter', 'masked_scatter_' })
+
 return M

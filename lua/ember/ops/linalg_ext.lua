@@ -395,4 +395,9 @@ function methods.matrix_power(a, n)
   return result == a and methods.clone(a) or result
 end
 
+-- Errors of the ops inside carry these functions' names.
+local as_op = require 'ember.util.as_op'
+as_op.wrap_all(M, { 'einsum', 'tensordot', 'cdist' })
+as_op.wrap_all(methods, { 'kron', 'cross', 'addmv', 'addmv_', 'addr', 'addr_', 'matrix_power' })
+
 return M

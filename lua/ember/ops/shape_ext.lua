@@ -643,4 +643,13 @@ function M.logspace(start, stop, steps, base, opts)
   return methods.to(methods.to(r, dtype), opts.device or core.device_name(C.em_default_device()))
 end
 
+-- Errors of the ops inside carry these functions' names.
+local as_op = require 'ember.util.as_op'
+as_op.wrap_all(methods, { 'diagonal', 'diag_embed', 'diag', 'trace', 'movedim', 'unflatten',
+  'tensor_split', 'tile', 'repeat_interleave', 'rot90', 'broadcast_to', 'as_strided' })
+as_op.wrap_all(M, { 'hstack', 'vstack', 'dstack', 'column_stack', 'meshgrid' })
+M.row_stack = M.vstack
+M.repeat_interleave = methods.repeat_interleave
+methods.moveaxis = methods.movedim
+
 return M
