@@ -105,9 +105,9 @@ function methods.diagonal(x, offset, dim1, dim2)
   else
     len, start = math.max(math.min(rows + offset, cols), 0), -offset * cols
   end
-  local lead = m:size()
-  lead[n - 1], lead[n] = nil, nil
-  local flat = methods.reshape(m, (function() local s = { unpack(lead) }; s[#s + 1] = rows * cols; return s end)())
+  local merged = m:size()   -- [lead..., rows * cols]
+  merged[n - 1], merged[n] = rows * cols, nil
+  local flat = methods.reshape(m, merged)
   if len == 0 then return methods.narrow(flat, -1, 1, 0) end
   -- Element i of the diagonal is at start + i * (cols + 1) in the merged dim.
   local last = start + (len - 1) * (cols + 1)
