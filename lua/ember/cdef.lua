@@ -459,6 +459,17 @@ em_tensor *em_dropout(const em_tensor *input, double p, int training);
  * padding_idx (when >= 0) gets no gradient. */
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64_t padding_idx);
 
+/* Connectionist temporal classification loss (PyTorch's F.ctc_loss, reduction 'none'): per
+ * batch element, -log p(target | log_probs), summed over the alignments with the alpha-beta
+ * recursion in log space. log_probs [T, N, C] (float32 / float64), targets int64 0-based,
+ * [N, S] padded or 1-D (every target concatenated), input_lengths / target_lengths int64 [N]
+ * on the CPU. Returns [N]. zero_infinity: an impossible alignment gives a loss of 0 and a zero
+ * gradient instead of inf. Differentiable in log_probs (the gradient is the derivative with
+ * respect to log_probs; no double backward). CPU only: other devices raise "not implemented". */
+em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
+                       const em_tensor *input_lengths, const em_tensor *target_lengths,
+                       int64_t blank, int zero_infinity);
+
 /* Scaled dot-product attention, PyTorch's F.scaled_dot_product_attention: softmax(q k^T * scale
  * + mask) v, fused (no [L, S] score matrix in memory). query [..., Hq, L, E], key
  * [..., Hkv, S, E], value [..., Hkv, S, Ev] (rank 3 or more: the dims before the heads are
@@ -503,6 +514,11 @@ int em_write_npy(const char *path, const em_tensor *t);
 /* A numeric CSV into a [rows, columns] tensor of dtype (floating or integer). delimiter ' '
  * splits on runs of blanks. skip_header != 0 drops the first non-blank line. */
 em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);
+/* The most bytes one gzip-compressed file may decompress to, for every reader (IDX, NPY, CSV):
+ * a larger one is an error that names the limit, so a small hostile .gz cannot make a reader
+ * allocate gigabytes. Process-wide; the default is 4 GiB. A limit below 1 is an error. */
+int em_set_gzip_limit(int64_t max_bytes);
+int64_t em_gzip_limit(void);
 
 /* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
  * byte ranges against the file size); tensors are then read one at a time, on demand. */
