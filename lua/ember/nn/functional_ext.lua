@@ -140,6 +140,13 @@ end
 
 -- ---- interpolate ---------------------------------------------------------------------------
 
+-- x rounded to float32.
+local f32_buf = require('ffi').new('float[1]')
+local function f32(x)
+  f32_buf[0] = x
+  return f32_buf[0]
+end
+
 local linear_modes = { linear = 1, bilinear = 2, trilinear = 3 }
 
 -- PyTorch's area_pixel_compute_scale.
@@ -153,16 +160,19 @@ end
 local function resample(x, d, out_n, mode, align, sf)
   local in_n = x:size(d)
   if mode == 'nearest' or mode == 'nearest-exact' then
+    -- PyTorch's source index floor(j * scale), in float32 as its kernels compute it (the
+    -- rounding decides which source a boundary output takes). PyTorch 1.13's path for a
+    -- single-channel 2-D input special-cases outputs of 1x and 2x the input's size (taking
+    -- j and j / 2 even when a scale_factor of 1.1 or 2.1 gave them); its general path, which
+    -- every other input takes, does not, and neither does this.
     local list = {}
-    local scale = (sf and sf > 0) and 1 / sf or in_n / out_n
+    local scale = f32((sf and sf > 0) and 1 / sf or in_n / out_n)
     for j = 0, out_n - 1 do
       local s
       if mode == 'nearest' then
-        if out_n == in_n then s = j
-        elseif out_n == 2 * in_n and not sf then s = math.floor(j / 2)
-        else s = math.min(math.floor(j * scale), in_n - 1) end
+        s = math.min(math.floor(f32(j * scale)), in_n - 1)
       else
-        s = math.min(math.floor((j + 0.5) * scale), in_n - 1)
+        s = math.min(math.floor(f32(f32(j + 0.5) * scale)), in_n - 1)
       end
       list[j + 1] = s + 1
     end
