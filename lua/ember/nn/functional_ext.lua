@@ -55,6 +55,17 @@ end
 
 local function like(x, dtype) return { dtype = dtype or x:dtype(), device = x:device() } end
 
+-- x:index_select(d, list); an empty x gives an empty result that still reaches x in autograd
+-- (index_select of an empty input records nothing yet: an empty batch must not stop backward).
+local function select(x, d, list)
+  if x:numel() > 0 then return x:index_select(d, list) end
+  local shape = shape_of(x)
+  shape[d] = #list
+  local y = E().zeros(shape, like(x))
+  if x.requires_grad then y = y + x:sum() * 0 end
+  return y
+end
+
 -- ---- pad -----------------------------------------------------------------------------------
 
 -- The 1-based source index of output position j (0-based, from -l) for a dim of size n.
@@ -132,7 +143,7 @@ function F.pad(input, pad, ...)
       shape[d] = 0
       y = y:narrow(d, 1, 0)
     else
-      y = y:index_select(d, list)
+      y = select(y, d, list)
     end
   end
   return y
@@ -176,7 +187,7 @@ local function resample(x, d, out_n, mode, align, sf)
       end
       list[j + 1] = s + 1
     end
-    return x:index_select(d, list)
+    return select(x, d, list)
   end
   local scale = compute_scale(in_n, out_n, align, sf)
   local i0, i1, w1 = {}, {}, {}
@@ -190,7 +201,7 @@ local function resample(x, d, out_n, mode, align, sf)
   local shape = {}
   for k = 1, x:dim() do shape[k] = k == d and out_n or 1 end
   local l1 = E().tensor(w1, like(x)):view(shape)
-  return x:index_select(d, i0) * (1 - l1) + x:index_select(d, i1) * l1
+  return select(x, d, i0) * (1 - l1) + select(x, d, i1) * l1
 end
 
 -- interpolate(input [N, C, ...], size, scale_factor, mode = 'nearest', align_corners,
