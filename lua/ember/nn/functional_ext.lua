@@ -139,8 +139,6 @@ function F.pad(input, pad, ...)
     local list = {}
     for j = -l, n + r - 1 do list[#list + 1] = idx(j, n) end
     if #list == 0 then
-      local shape = shape_of(y)
-      shape[d] = 0
       y = y:narrow(d, 1, 0)
     else
       y = select(y, d, list)
