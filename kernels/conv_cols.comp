@@ -8,17 +8,20 @@
 //   MODE 0 (im2col)  col[ck][q] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside x)
 //                    with ck = (c, i, j) < C*kh*kw and q = (n, oh, ow) < N*OH*OW; columns
 //                    q in [N*OH*OW, Q) are zeros (Q, the row length, is padded to a multiple
-//                    of the products' slice so that every split of K reads whole slices).
+//                    of 8, and for the weight gradient of the products' slice, so that every
+//                    split of K reads whole slices).
 //   MODE 1 (col2im)  gx[n, c, h, w] = sum over (i, j) of cg[n][(c, i, j)][(oh, ow)] where
 //                    h + ph - i*dh = oh*sh (and likewise w), plus bias[c] when given: the
 //                    gather form of the input gradient, each output summed by one invocation
 //                    (deterministic, no atomics on values).
 //
-// Each invocation owns one 32-bit word of the output, two neighbouring elements. MODE 0's
-// output is a fresh tensor whose row length Q is even, so its words are whole. MODE 1 writes a
-// caller's tensor, which may start at an odd element: the word at either end of the range is
-// then merged atomically, as common.glsl's sub-word stores are.
+// MODE 0: workgroups (x, y + 65535 z) own 2048 columns of row y + 65535 z, each invocation 8
+// of them (one 16-byte store: the output is a fresh tensor whose row length Q is a multiple
+// of 8). MODE 1: each invocation owns one 32-bit word of the output, two neighbouring
+// elements; it writes a caller's tensor, which may start at an odd element: the word at either
+// end of the range is then merged atomically, as common.glsl's sub-word stores are.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : enable
 #include "half16.glsl"
 
 layout(local_size_x = 256) in;
@@ -32,9 +35,9 @@ layout(push_constant) uniform Params {
   uint N, C, H, W, M, OH, OW, kh, kw;
   int sh, sw, ph, pw, dh, dw;
   uint off_o, off_a, off_bias;  // element offsets in the bound buffers
-  uint Q;                       // MODE 0: the column matrix's row length
-  uint n;                       // elements written
-  uint groups_x;                // workgroups along x of the 2-D grid
+  uint Q;                       // MODE 0: the column matrix's row length (a multiple of 8)
+  uint n;                       // MODE 1: elements written
+  uint groups_x;                // MODE 1: workgroups along x of the 2-D grid
   uint has_bias, bf16;
 } p;
 
@@ -43,19 +46,8 @@ uint bias16(uint e) { return (bias[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu; }
 float to_f(uint h) { return p.bf16 != 0u ? bf16_to_float(h) : half_to_float(h); }
 uint from_f(float f) { return p.bf16 != 0u ? float_to_bf16(f) : float_to_half(f); }
 
-// MODE 0: column element e of the matrix (row-major, rows of Q).
-uint im2col(uint e) {
-  uint ck = e / p.Q, q = e - ck * p.Q;
-  uint ohw = p.OH * p.OW;
-  if (q >= p.N * ohw) return 0u;
-  uint nn = q / ohw, s = q - nn * ohw, oh = s / p.OW, ow = s - oh * p.OW;
-  uint khw = p.kh * p.kw, c = ck / khw, r = ck - c * khw, i = r / p.kw, j = r - i * p.kw;
-  int y = int(oh) * p.sh - p.ph + int(i) * p.dh, x = int(ow) * p.sw - p.pw + int(j) * p.dw;
-  if (y < 0 || x < 0 || y >= int(p.H) || x >= int(p.W)) return 0u;
-  return ld16(p.off_a + ((nn * p.C + c) * p.H + uint(y)) * p.W + uint(x));
-}
-
-// MODE 1: input-gradient element e of [N, C, H, W] (contiguous).
+// MODE 1: input-gradient element e of [N, C, H, W] (contiguous). Stride 1 (the common case)
+// skips the divisions that place a tap.
 uint col2im(uint e) {
   uint hw = p.H * p.W, chw = p.C * hw;
   uint nn = e / chw, r = e - nn * chw, c = r / hw, s = r - c * hw, h = s / p.W, w = s - h * p.W;
@@ -64,13 +56,15 @@ uint col2im(uint e) {
   float sum = 0.0;
   for (uint i = 0u; i < p.kh; i++) {
     int ty = int(h) + p.ph - int(i) * p.dh;
-    if (ty < 0 || ty % p.sh != 0) continue;
-    uint oh = uint(ty / p.sh);
+    if (ty < 0) break;  // ty falls as i grows
+    if (p.sh != 1 && ty % p.sh != 0) continue;
+    uint oh = uint(p.sh == 1 ? ty : ty / p.sh);
     if (oh >= p.OH) continue;
     for (uint j = 0u; j < p.kw; j++) {
       int tx = int(w) + p.pw - int(j) * p.dw;
-      if (tx < 0 || tx % p.sw != 0) continue;
-      uint ow = uint(tx / p.sw);
+      if (tx < 0) break;
+      if (p.sw != 1 && tx % p.sw != 0) continue;
+      uint ow = uint(p.sw == 1 ? tx : tx / p.sw);
       if (ow >= p.OW) continue;
       sum += to_f(ld16(p.off_a + base + (i * p.kw + j) * ohw + oh * p.OW + ow));
     }
@@ -79,9 +73,45 @@ uint col2im(uint e) {
   return from_f(sum);
 }
 
-uint element(uint e) { return MODE == 0u ? im2col(e) : col2im(e); }
+// MODE 0: row ck (workgroup y) of the column matrix, 8 columns from q0 per invocation: one
+// division to place the first column, then steps along ow; 16 bytes stored at once (Q and so
+// every row start are multiples of 8 elements).
+void im2col_run(uint ck, uint q0) {
+  uint ohw = p.OH * p.OW, NP = p.N * ohw;
+  uint khw = p.kh * p.kw, c = ck / khw, r = ck - c * khw, i = r / p.kw, j = r - i * p.kw;
+  int yoff = int(i) * p.dh - p.ph, xoff = int(j) * p.dw - p.pw;
+  uint nn = q0 / ohw, sp = q0 - nn * ohw, oh = sp / p.OW, ow = sp - oh * p.OW;
+  uint v[8];
+  [[unroll]] for (uint u = 0u; u < 8u; u++) {
+    uint val = 0u;
+    if (q0 + u < NP) {
+      int y = int(oh) * p.sh + yoff, x = int(ow) * p.sw + xoff;
+      if (y >= 0 && x >= 0 && y < int(p.H) && x < int(p.W))
+        val = ld16(p.off_a + ((nn * p.C + c) * p.H + uint(y)) * p.W + uint(x));
+    }
+    v[u] = val;
+    if (++ow == p.OW) {
+      ow = 0u;
+      if (++oh == p.OH) {
+        oh = 0u;
+        nn++;
+      }
+    }
+  }
+  uint w0 = (ck * p.Q + q0) >> 1;
+  o[w0] = v[0] | (v[1] << 16);
+  o[w0 + 1u] = v[2] | (v[3] << 16);
+  o[w0 + 2u] = v[4] | (v[5] << 16);
+  o[w0 + 3u] = v[6] | (v[7] << 16);
+}
 
 void main() {
+  if (MODE == 0u) {
+    uint q0 = (gl_WorkGroupID.x * 256u + gl_LocalInvocationID.x) * 8u;
+    uint ck = gl_WorkGroupID.y + gl_WorkGroupID.z * 65535u;
+    if (q0 < p.Q && ck < p.C * p.kh * p.kw) im2col_run(ck, q0);
+    return;
+  }
   uint t = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
   // word t of the output holds elements 2t - (off_o & 1) and the next, relative to off_o
   uint lead = p.off_o & 1u;
@@ -89,7 +119,7 @@ void main() {
   if (first >= p.n + lead) return;
   uint word = (p.off_o >> 1) + t;
   bool lo_ok = !(t == 0u && lead == 1u), hi_ok = first + 1u < p.n + lead;
-  uint lo = lo_ok ? element(first - lead) : 0u, hi = hi_ok ? element(first + 1u - lead) : 0u;
+  uint lo = lo_ok ? col2im(first - lead) : 0u, hi = hi_ok ? col2im(first + 1u - lead) : 0u;
   if (lo_ok && hi_ok) {
     o[word] = lo | (hi << 16);
   } else if (lo_ok) {

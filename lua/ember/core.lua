@@ -60,9 +60,57 @@ local function lua_terms(msg)
 end
 core.lua_terms = lua_terms
 
--- Raises the runtime's last error at the caller of the Ember function that failed.
+-- Error positions point at the user's code, never at Ember's own Lua files: user_level(level)
+-- turns error()'s level, as seen from its caller, into the level of the first frame above it
+-- that is neither one of Ember's modules (files under the folder of this one) nor a C
+-- function. A C error found in a module (a chain of wrappers, a layer's forward) thus reports
+-- the line that called Ember, and a user's callback run by Ember (a module's forward)
+-- reports its own line.
+local ember_prefix = '@' .. (debug.getinfo(1, 'S').source:match('^@(.*)core%.lua$') or '\0')
+local function internal(info)
+  return info.what == 'C' or info.source:sub(1, #ember_prefix) == ember_prefix
+end
+function core.user_level(level)
+  local l = (level or 1) + 1 -- as seen from here
+  local info = debug.getinfo(l, 'S')
+  while info ~= nil and internal(info) do
+    l = l + 1
+    info = debug.getinfo(l, 'S')
+  end
+  if info == nil then return level or 1 end -- called from Ember alone (no user frame)
+  return l - 1
+end
+local user_level = core.user_level
+
+-- error() for Ember's modules: the position is the user's line (see user_level). Level 0 (no
+-- position) and non-string messages are passed on as they are.
+local lua_error = error
+function core.error(msg, level)
+  if level == 0 or type(msg) ~= 'string' then lua_error(msg, level == 0 and 0 or 2) end
+  lua_error(msg, user_level((level or 1) + 1))
+end
+local error = core.error
+
+-- Every other ember.* module is loaded with core.error as its `error` (its environment is a
+-- table that holds only that and reads and writes all else through _G), so that the fixed
+-- levels their checks pass to error() cannot point into Ember when a call goes through a few
+-- of its layers (a module's forward, a wrapper): the position is always the caller's line.
+-- Modules stay ordinary files found on package.path; this searcher only runs before Lua's
+-- own file searcher for names under "ember.".
+local module_env = setmetatable({ error = core.error }, { __index = _G, __newindex = _G })
+local function ember_searcher(name)
+  if name:sub(1, 6) ~= 'ember.' or not package.searchpath then return nil end
+  local path = package.searchpath(name, package.path)
+  if path == nil then return nil end -- Lua's searchers say where they looked
+  local chunk, err = loadfile(path)
+  if chunk == nil then lua_error(err, 0) end
+  return setfenv(chunk, module_env)
+end
+table.insert(package.loaders, 2, ember_searcher)
+
+-- Raises the runtime's last error at the user's line that called the Ember function.
 function core.raise(level)
-  error(lua_terms(ffi.string(C.em_last_error())), (level or 1) + 1)
+  error(lua_terms(ffi.string(C.em_last_error())), user_level((level or 1) + 1))
 end
 
 -- ---- handle lifetime ------------------------------------------------------------------------
@@ -248,9 +296,17 @@ for i = 0, C.EM_NUM_DTYPES - 1 do
 end
 core.dtype_names = dtype_names
 
+-- The cast methods (x:long() ...) as dtypes: {dtype = ember.long}; tensor.lua fills it.
+core.dtype_of_cast = {}
+
 function core.dtype_id(d, fn)
   if d == nil then return nil end
   if type(d) == 'number' then return d end
+  if core.dtype_of_cast[d] then return dtype_ids[core.dtype_of_cast[d]] end
+  if type(d) ~= 'string' then
+    error(("%sexpected a dtype name such as 'float32', got %s"):format(fn and fn .. ': ' or '',
+      type(d)), 3)
+  end
   local id = dtype_ids[d]
   if id then return id end
   id = C.em_dtype_from_name(tostring(d))
@@ -287,6 +343,18 @@ function core.cdim(d, fn)
   return d
 end
 
+-- The one check of an integer argument (a size, an index, a count): a Lua number that is
+-- whole, finite and inside int64, else an error naming fn, what and the value, at `level` (as
+-- error's, seen from the caller of int_arg). Returns v.
+function core.int_arg(fn, what, v, level)
+  if type(v) ~= 'number' or v ~= math.floor(v) or v >= 2 ^ 63 or v < -2 ^ 63 then
+    local shown = type(v) == 'number' and (v ~= v and 'nan' or tostring(v)) or type(v)
+    error(('%s: expected an integer %s, got %s'):format(fn, what, shown), (level or 1) + 1)
+  end
+  return v
+end
+local int_arg = core.int_arg
+
 -- Parses sizes given as numbers or as one table: f(3, 4), f({3, 4}), f(x:size()). Returns the
 -- count, an int64_t[8] array, and the first argument after the sizes.
 local size_buf = ffi.new('int64_t[8]')
@@ -300,6 +368,7 @@ function core.parse_sizes(fn, ...)
       if type(s) ~= 'number' then
         error(fn .. ': expected sizes as numbers, got ' .. type(s), 3)
       end
+      int_arg(fn, 'size', s, 3)
       n = n + 1
       if n > 8 then error(fn .. ': expected at most 8 dimensions, got ' .. #first, 3) end
       size_buf[n - 1] = s
@@ -310,6 +379,7 @@ function core.parse_sizes(fn, ...)
     for i = 1, nargs do
       local s = select(i, ...)
       if type(s) ~= 'number' then break end
+      int_arg(fn, 'size', s, 3)
       n = n + 1
       if n > 8 then error(fn .. ': expected at most 8 dimensions', 3) end
       size_buf[n - 1] = s

@@ -6,18 +6,31 @@ local C, own = core.C, core.own
 
 local M = {}
 
+-- The keys every creation function's options table may hold.
+local OPTION_KEYS = { 'dtype', 'device' }
+
 local function options(opts, fn)
   if opts ~= nil and type(opts) ~= 'table' then
     error(fn .. ': expected an options table {dtype=..., device=...}, got ' .. type(opts), 3)
   end
-  opts = opts or {}
+  opts = require('ember.util.names').check_options(fn, opts, OPTION_KEYS, 3)
   local d = opts.dtype
-  if d ~= nil and type(d) ~= 'string' and type(d) ~= 'number' then
+  if d ~= nil and type(d) ~= 'string' and type(d) ~= 'number' and not core.dtype_of_cast[d] then
     error(("%s: expected a dtype name such as 'float32', got %s"):format(fn, type(d)), 3)
   end
   return core.dtype_id(d, fn) or core.default_dtype, core.device_id(opts.device, fn)
 end
 M.options = options
+
+-- Whether every value is a whole number: creation from such arguments gives int64, as PyTorch
+-- gives for Python ints (a Lua number cannot tell 5 from 5.0, so 5.0 counts as whole too).
+local function whole(...)
+  for i = 1, select('#', ...) do
+    local v = select(i, ...)
+    if v ~= math.floor(v) or v ~= v then return false end
+  end
+  return true
+end
 
 local function make(fn, cfun)
   return function(...)
@@ -31,7 +44,9 @@ M.empty = make('empty', C.em_empty)
 M.zeros = make('zeros', C.em_zeros)
 M.ones = make('ones', C.em_ones)
 
--- full(sizes, value [, opts]): a boolean value makes a bool tensor unless opts.dtype says.
+-- full(sizes, value [, opts]): unless opts.dtype says, a boolean value makes a bool tensor, a
+-- whole number an int64 one (as PyTorch's full with an int) and any other number one of the
+-- default dtype.
 function M.full(size, value, opts)
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
     error('full: expected a fill value, got ' .. type(value), 2)
@@ -40,7 +55,9 @@ function M.full(size, value, opts)
   if is_bool then value = value and 1 or 0 end
   local n, sizes = core.parse_sizes('full', size)
   local dtype, device = options(opts, 'full')
-  if is_bool and (opts == nil or opts.dtype == nil) then dtype = C.EM_BOOL end
+  if opts == nil or opts.dtype == nil then
+    if is_bool then dtype = C.EM_BOOL elseif whole(value) then dtype = C.EM_INT64 end
+  end
   return own(C.em_full(n, sizes, value, dtype, device), C.em_full, n, sizes, value, dtype, device)
 end
 
@@ -55,7 +72,7 @@ function M.tensor(data, opts)
   if type(opts) ~= 'table' and opts ~= nil then
     error('tensor: expected an options table, got ' .. type(opts), 2)
   end
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('tensor', opts, OPTION_KEYS)
   local default = core.default_dtype
   if type(data) == 'number' or type(data) == 'boolean' then
     local v = data
@@ -106,7 +123,8 @@ function M.tensor(data, opts)
 end
 
 -- arange(end), arange(start, end), arange(start, end, step), each with an optional options
--- table. The end is exclusive, as in PyTorch.
+-- table. The end is exclusive, as in PyTorch. Whole-number arguments give int64 unless
+-- opts.dtype says otherwise; integer dtypes truncate start, end and step first, as PyTorch.
 function M.arange(a, b, c, d)
   local args, opts = { a, b, c, d }, nil
   for i = 4, 1, -1 do
@@ -119,14 +137,11 @@ function M.arange(a, b, c, d)
     error('arange: expected numbers for start, end and step', 2)
   end
   local dtype, device = options(opts, 'arange')
+  if (opts == nil or opts.dtype == nil) and whole(start, stop, step) then dtype = C.EM_INT64 end
   return own(C.em_arange(start, stop, step, dtype, device))
 end
 
-local function check_integer(fn, what, v)
-  if type(v) ~= 'number' or v ~= math.floor(v) or v ~= v then
-    error(('%s: expected an integer %s, got %s'):format(fn, what, tostring(v)), 3)
-  end
-end
+local function check_integer(fn, what, v) core.int_arg(fn, what, v, 3) end
 
 -- linspace(start, end [, steps = 100] [, opts]): both ends included and exact.
 function M.linspace(start, stop, steps, opts)
@@ -153,13 +168,13 @@ function M.eye(n, m, opts)
 end
 
 -- The _like forms take the shape, dtype and device of x unless opts says otherwise.
-local function like_opts(x, opts)
-  opts = opts or {}
+local function like_opts(x, opts, fn)
+  opts = require('ember.util.names').check_options(fn, opts, OPTION_KEYS, 3)
   return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id }
 end
-function M.empty_like(x, opts) return M.empty(x:size(), like_opts(x, opts)) end
-function M.zeros_like(x, opts) return M.zeros(x:size(), like_opts(x, opts)) end
-function M.ones_like(x, opts) return M.ones(x:size(), like_opts(x, opts)) end
-function M.full_like(x, v, opts) return M.full(x:size(), v, like_opts(x, opts)) end
+function M.empty_like(x, opts) return M.empty(x:size(), like_opts(x, opts, 'empty_like')) end
+function M.zeros_like(x, opts) return M.zeros(x:size(), like_opts(x, opts, 'zeros_like')) end
+function M.ones_like(x, opts) return M.ones(x:size(), like_opts(x, opts, 'ones_like')) end
+function M.full_like(x, v, opts) return M.full(x:size(), v, like_opts(x, opts, 'full_like')) end
 
 return M

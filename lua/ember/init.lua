@@ -15,7 +15,14 @@ local families = {
   require 'ember.ops.reduce',
   require 'ember.ops.linalg',
   require 'ember.ops.index',
+  require 'ember.ops.math_ext',
+  require 'ember.ops.reduce_ext',
+  require 'ember.ops.search',
   require 'ember.random',
+  -- PyTorch's shaping, indexing and linear algebra extras, composed from the ops above.
+  require 'ember.ops.shape_ext',
+  require 'ember.ops.index_ext',
+  require 'ember.ops.linalg_ext',
 }
 
 local C = core.C
@@ -37,6 +44,7 @@ ember.amp = require 'ember.amp'
 ember.progress = require 'ember.progress'
 ember.generation = require 'ember.generation'
 ember.utils = require 'ember.utils'
+ember.linalg = require 'ember.linalg'
 ember.no_grad = ember.autograd.no_grad
 ember.enable_grad = ember.autograd.enable_grad
 ember.set_grad_enabled = ember.autograd.set_grad_enabled
@@ -47,8 +55,24 @@ ember.Tensor = tensor.methods
 ember.is_tensor = tensor.is_tensor
 ember.Size = core.Size
 
--- Any tensor method is also a function: ember.exp(x) is x:exp().
-setmetatable(ember, { __index = function(_, k) return tensor.methods[k] end })
+-- Every dtype name is a constant: {dtype = ember.float64}. (ember.bool, ember.long, ember.float
+-- ... are the casts, which are accepted as dtypes too.)
+for i = 0, C.EM_NUM_DTYPES - 1 do
+  local name = core.dtype_names[i]
+  if tensor.methods[name] == nil then ember[name] = name end
+end
+
+-- Any tensor method is also a function: ember.exp(x) is x:exp(). Any other name is an error
+-- that suggests close ones, so that a misspelt ember.flaot64 is not a silent nil.
+setmetatable(ember, { __index = function(_, k)
+  local m = tensor.methods[k]
+  if m ~= nil or type(k) ~= 'string' then return m end
+  local names = {}
+  for n in pairs(ember) do if type(n) == 'string' then names[#names + 1] = n end end
+  for n in pairs(tensor.methods) do names[#names + 1] = n end
+  error(("ember: no function or field '%s'%s"):format(k,
+    require('ember.util.names').hint(k, names)), 2)
+end })
 
 function ember.set_num_threads(n)
   if type(n) ~= 'number' or n < 1 or n ~= math.floor(n) then

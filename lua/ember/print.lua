@@ -131,6 +131,11 @@ function M.format(x)
     extras[#extras + 1] = 'dtype=bool'
   end
   if x.ptr.device_id ~= 0 then extras[#extras + 1] = "device='" .. core.device_name(x.ptr.device_id) .. "'" end
+  -- autograd, as PyTorch shows it: the op that made x, else whether x is a leaf that
+  -- requires grad
+  local grad_fn = C.em_grad_fn_name(x.ptr)
+  if grad_fn ~= nil then extras[#extras + 1] = 'grad_fn=<' .. core.ffi.string(grad_fn) .. '>'
+  elseif C.em_requires_grad(x.ptr) ~= 0 then extras[#extras + 1] = 'requires_grad=true' end
   local _ = keep
   if #extras > 0 then return 'tensor(' .. body .. ', ' .. table.concat(extras, ', ') .. ')' end
   return 'tensor(' .. body .. ')'

@@ -267,40 +267,11 @@ local function lookup(idx, name)
   return nil
 end
 
--- Edits (insert, delete, substitute, swap two neighbours) from a to b.
-local function distance(a, b)
-  local d = {}
-  for i = 0, #a do d[i] = { [0] = i } end
-  for j = 0, #b do d[0][j] = j end
-  for i = 1, #a do
-    for j = 1, #b do
-      local cost = a:byte(i) == b:byte(j) and 0 or 1
-      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
-        v = math.min(v, d[i - 2][j - 2] + 1)
-      end
-      d[i][j] = v
-    end
-  end
-  return d[#a][#b]
-end
-
--- Names close to `name`: a small edit distance, or starting with it (3 letters or more).
+-- Names close to `name` (its last word): ember.util.names' suggestions, shared with the
+-- errors for misspelt options, fields and methods.
 local function suggestions(idx, name)
-  local q = (name:match('([%w_]+)$') or name):lower()
-  local scored = {}
-  for _, n in ipairs(idx.names) do
-    local l = n:lower()
-    local d = distance(q, l)
-    local near = d <= math.max(1, math.floor((#q + 1) / 3))
-    if near or (#q >= 3 and l:sub(1, #q) == q) then
-      scored[#scored + 1] = { n, near and d or #q }
-    end
-  end
-  table.sort(scored, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
-  local out = {}
-  for i = 1, math.min(6, #scored) do out[i] = scored[i][1] end
-  return out
+  local q = name:match('([%w_]+)$') or name
+  return require('ember.util.names').closest(q, idx.names, 6)
 end
 
 local function wrap(words, indent, width)

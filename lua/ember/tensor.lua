@@ -82,11 +82,7 @@ local function ldim(d, n, fn)
   return d > 0 and d - 1 or d
 end
 
-local function check_integer(fn, what, v)
-  if type(v) ~= 'number' or v ~= math.floor(v) then
-    error(('%s: expected an integer %s, got %s'):format(fn, what, tostring(v)), 3)
-  end
-end
+local function check_integer(fn, what, v) core.int_arg(fn, what, v, 3) end
 
 local function dim_size(x, d) return tonumber(x.ptr.sizes[d < 0 and x.ptr.ndim + d or d]) end
 
@@ -206,7 +202,11 @@ function methods.to(x, a, b)
   else
     for _, v in ipairs({ a, b }) do
       if v ~= nil then
-        if C.em_dtype_from_name(tostring(v)) >= 0 then dtype = v else device = v end
+        if core.dtype_of_cast[v] or C.em_dtype_from_name(tostring(v)) >= 0 then dtype = v
+        elseif type(v) == 'string' and C.em_device_parse(v) < 0 then
+          C.em_clear_error()
+          error(("to: unknown dtype or device '%s'"):format(v), 2)
+        else device = v end
       end
     end
     C.em_clear_error()
@@ -228,10 +228,13 @@ function methods.type(x, dtype)
   return methods.to(x, dtype)
 end
 
+-- The casts double as dtypes, as PyTorch's torch.float, torch.long ... are dtypes:
+-- {dtype = ember.long} is {dtype = 'int64'} (core.dtype_id reads core.dtype_of_cast).
 for name, dt in pairs({ float = 'float32', double = 'float64', half = 'float16',
   bfloat16 = 'bfloat16', long = 'int64', int = 'int32', short = 'int16', char = 'int8',
   byte = 'uint8', bool = 'bool' }) do
   methods[name] = function(x) return methods.to(x, dt) end
+  core.dtype_of_cast[methods[name]] = dt
 end
 function methods.cpu(x) return methods.to(x, 'cpu') end
 
@@ -314,6 +317,8 @@ function methods.fill_(x, v)
   return x
 end
 function methods.zero_(x) check(C.em_zero_(x.ptr)); return x end
+-- Torch7's names: x:fill(v) and x:zero() write into x and return it.
+methods.fill, methods.zero = methods.fill_, methods.zero_
 
 function methods.copy_(x, src)
   check(C.em_copy_(x.ptr, src.ptr))
@@ -385,7 +390,17 @@ mt.__index = function(x, k)
   if type(k) == 'table' or is_tensor(k) then
     return index_view(x, k)
   end
-  return nil
+  M.no_such_method(k, 2)
+end
+
+-- x.nosuch, x:nosuch(): an error at the user's line that suggests close method names, as the
+-- REPL's ?name does.
+function M.no_such_method(k, level)
+  local names = {}
+  for n in pairs(methods) do names[#names + 1] = n end
+  for n in pairs(getters) do names[#names + 1] = n end
+  error(("tensor: no method or field '%s'%s"):format(tostring(k),
+    require('ember.util.names').hint(tostring(k), names)), level + 1)
 end
 
 mt.__newindex = function(x, k, v)

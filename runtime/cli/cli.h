@@ -62,7 +62,8 @@ int cli_history_append(const char *path, const char *entry, int max);
 
 /* ---- repl.c ---- */
 
-/* The REPL: returns when input ends (Ctrl-D, or the end of piped stdin). */
-void cli_repl(lua_State *L);
+/* The REPL: returns when input ends (Ctrl-D, or the end of piped stdin): the number of entries
+ * that failed when the input was not a terminal, else 0. */
+int cli_repl(lua_State *L);
 
 #endif

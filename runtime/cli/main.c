@@ -241,8 +241,10 @@ int main(int argc, char **argv) {
     lua_close(L);
     return 1;
   }
-  if (o.interactive || (!o.script && !o.has_e)) cli_repl(L);
+  /* Piped input in which an entry failed exits 1, as a failed script does. */
+  int failed = 0;
+  if (o.interactive || (!o.script && !o.has_e)) failed = cli_repl(L) != 0;
   fflush(stdout);
   lua_close(L);
-  return 0;
+  return failed;
 }

@@ -81,29 +81,51 @@ static int ends_with_semicolon(const char *s) {
   return n > 0 && s[n - 1] == ';';
 }
 
+/* The loop's state: the chunk read so far (NULL at the primary prompt), and how many entries
+ * failed (piped input that raised an error makes the program exit non-zero). */
+typedef struct repl {
+  lua_State *L;
+  int ref; /* ember.repl in the registry, or LUA_NOREF */
+  char *chunk;
+  int failed;
+} repl;
+
+/* Reports the error on top of the stack, counting it. */
+static void report(repl *r) {
+  cli_report(r->L, NULL);
+  r->failed++;
+}
+
 /* Calls ember.repl.<name> with the values above base as arguments (or the global `print` when
  * ember.repl did not load), reporting errors. */
-static void call_repl(lua_State *L, int repl_ref, const char *name, int base) {
+static void call_repl(repl *r, const char *name, int base) {
+  lua_State *L = r->L;
   int n = lua_gettop(L) - base;
-  if (repl_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, repl_ref);
+  if (r->ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->ref);
     lua_getfield(L, -1, name);
     lua_remove(L, -2);
   } else {
     lua_getglobal(L, "print");
   }
   lua_insert(L, base + 1);
-  if (cli_pcall(L, n, 0) != 0) cli_report(L, NULL);
+  if (cli_pcall(L, n, 0) != 0) report(r);
 }
 
-static void run_chunk(lua_State *L, int repl_ref, const char *chunk, chunk_kind kind) {
+static void run_chunk(repl *r, const char *chunk, chunk_kind kind) {
+  lua_State *L = r->L;
   int base = lua_gettop(L) - 1;
   /* The JIT off for this chunk and its nested functions: see the head of this file. */
   luaJIT_setmode(L, -1, LUAJIT_MODE_ALLFUNC | LUAJIT_MODE_OFF);
   if (cli_pcall(L, 0, LUA_MULTRET) != 0) {
-    cli_report(L, NULL);
-  } else if (kind == CHUNK_EXPR && lua_gettop(L) > base && !ends_with_semicolon(chunk)) {
-    call_repl(L, repl_ref, "print_results", base);
+    report(r);
+  } else if (kind == CHUNK_EXPR && lua_gettop(L) > base) {
+    /* `_` holds the last expression's (first) value, as in Python's REPL */
+    if (!lua_isnil(L, base + 1)) {
+      lua_pushvalue(L, base + 1);
+      lua_setglobal(L, "_");
+    }
+    if (!ends_with_semicolon(chunk)) call_repl(r, "print_results", base);
   }
   lua_settop(L, base);
   fflush(stdout);
@@ -152,13 +174,6 @@ static char *append_line(char *chunk, const char *line) {
   return joined;
 }
 
-/* The loop's state: the chunk read so far (NULL at the primary prompt). */
-typedef struct repl {
-  lua_State *L;
-  int ref; /* ember.repl in the registry, or LUA_NOREF */
-  char *chunk;
-} repl;
-
 /* Takes one line as if typed: a `?` request, or one more line of the chunk, which runs once it
  * is complete. */
 static void feed(repl *r, const char *line) {
@@ -168,7 +183,7 @@ static void feed(repl *r, const char *line) {
     cli_input_remember(line);
     int base = lua_gettop(L);
     lua_pushstring(L, help);
-    call_repl(L, r->ref, "help_command", base);
+    call_repl(r, "help_command", base);
     lua_settop(L, base);
     return;
   }
@@ -181,8 +196,8 @@ static void feed(repl *r, const char *line) {
   chunk_kind kind = compile(L, r->chunk);
   if (kind == CHUNK_INCOMPLETE) return;
   cli_input_remember(r->chunk);
-  if (kind == CHUNK_ERROR) cli_report(L, NULL);
-  else run_chunk(L, r->ref, r->chunk, kind);
+  if (kind == CHUNK_ERROR) report(r);
+  else run_chunk(r, r->chunk, kind);
   free(r->chunk);
   r->chunk = NULL;
 }
@@ -196,7 +211,7 @@ static void feed_block(repl *r, char *block) {
     chunk_kind kind = compile(r->L, block);
     if (kind == CHUNK_EXPR || kind == CHUNK_STMT) {
       cli_input_remember(block);
-      run_chunk(r->L, r->ref, block, kind);
+      run_chunk(r, block, kind);
       return;
     }
     if (kind == CHUNK_ERROR) lua_pop(r->L, 1);
@@ -208,8 +223,8 @@ static void feed_block(repl *r, char *block) {
   }
 }
 
-void cli_repl(lua_State *L) {
-  repl r = {L, load_repl_module(L), NULL};
+int cli_repl(lua_State *L) {
+  repl r = {L, load_repl_module(L), NULL, 0};
   cli_input_open(L, r.ref);
   if (cli_input_interactive()) show_banner(L, r.ref);
   cli_prompt_signals_on();
@@ -231,10 +246,12 @@ void cli_repl(lua_State *L) {
   /* Input ended inside a chunk (piped input): say why it did not run. */
   if (r.chunk != NULL) {
     int status = luaL_loadbuffer(L, r.chunk, strlen(r.chunk), "=stdin");
-    if (status != 0) cli_report(L, NULL);
+    if (status != 0) report(&r);
     else lua_pop(L, 1);
     free(r.chunk);
   }
+  int interactive = cli_input_interactive();
   cli_input_close();
   if (r.ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, r.ref);
+  return interactive ? 0 : r.failed;
 }

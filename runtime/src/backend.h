@@ -270,6 +270,17 @@ struct em_backend {
    * to float32 first; found_inf (float32, one element, same device) is set to 1 when any
    * element read was inf or NaN, and left as it was otherwise. */
   int (*amp_unscale)(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
+
+  /* ---- CTC loss (ops/nn_ctc.c; optional) ----
+   * log_probs [T, N, C] contiguous float32/float64; targets int64 contiguous, read at
+   * target_offsets[n] for target_lengths[n] entries (host arrays, checked by the definition:
+   * lengths within T and the targets' size, classes in [0, C)). nll [N] receives -log p; grad,
+   * when not NULL, [T, N, C] receives d nll[n] / d log_probs[t, n, c] (0 for t past the input's
+   * length; 0 where zero_infinity zeroes an infinite loss). */
+  int (*ctc_loss)(em_tensor *nll, em_tensor *grad, const em_tensor *log_probs,
+                  const em_tensor *targets, const int64_t *input_lengths,
+                  const int64_t *target_lengths, const int64_t *target_offsets, int64_t blank,
+                  int zero_infinity);
 };
 
 /* ---- the gemm slot's batch geometry ----

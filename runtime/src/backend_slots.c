@@ -31,6 +31,7 @@ const em_backend_slot em_backend_slots[] = {
     OPTIONAL_SLOT(attention), OPTIONAL_SLOT(attention_backward),
     SLOT(sgd_step), SLOT(adam_step),
     SLOT(amp_unscale),
+    OPTIONAL_SLOT(ctc_loss),
 };
 
 #define NSLOTS ((int)(sizeof em_backend_slots / sizeof em_backend_slots[0]))

@@ -37,7 +37,6 @@ int em_is_contiguous(const em_tensor *t) {
 int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
   if (ndim < 0 || ndim > EM_MAX_DIMS)
     return em_error("%s: expected at most %d dimensions, got %d", fn, EM_MAX_DIMS, ndim);
-  int64_t total = 1;
   for (int i = 0; i < ndim; i++) {
     if (sizes[i] < 0) {
       /* The whole shape, not a dimension number: C counts from 0 and Lua from 1. */
@@ -45,11 +44,9 @@ int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
       return em_error("%s: expected sizes >= 0, got %s", fn,
                       em_shape_str(buf, sizeof buf, ndim, sizes));
     }
-    /* The byte count must fit too: keep 4 bits of headroom for the element size. */
-    if (__builtin_mul_overflow(total, sizes[i], &total) || total > (INT64_MAX >> 4))
-      return em_error("%s: shape is too large", fn);
   }
-  return 0;
+  /* the count, the byte count and the strides must fit (layout_check.c) */
+  return em_shape_fits(ndim, sizes) ? 0 : em_shape_error(fn, ndim, sizes);
 }
 
 int em_wrap_dim(const char *fn, int dim, int ndim, int *out) {
@@ -160,6 +157,7 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
     }
     result[i] = sa == 1 ? sb : sa;
   }
+  if (!em_shape_fits(n, result)) return em_shape_error(fn, n, result);
   memcpy(out, result, sizeof(int64_t) * (size_t)n);
   *nout = n;
   return 0;
@@ -167,6 +165,7 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
 
 em_tensor *em_broadcast_to(const char *fn, const em_tensor *t, int ndim, const int64_t *sizes) {
   if (t->ndim > ndim) goto fail;
+  if (!em_shape_fits(ndim, sizes)) return em_shape_error(fn, ndim, sizes), NULL;
   int64_t strides[EM_MAX_DIMS];
   for (int i = 0; i < ndim; i++) {
     int j = t->ndim - ndim + i;
@@ -249,6 +248,7 @@ int em_pinned_device(const em_tensor *t) {
 /* full under the name of the function the caller called, for its error messages. */
 static em_tensor *full_named(const char *fn, int ndim, const int64_t *sizes, double value,
                              em_dtype dtype, int device) {
+  if (em_check_dtype(fn, dtype) != 0 || em_check_fill_value(fn, dtype, value) != 0) return NULL;
   em_tensor *t = alloc_tensor(fn, ndim, sizes, dtype, device);
   if (t && em_numel(t) > 0 && em_device_backend(device)->fill(t, value) != 0) {
     em_release(t);
@@ -301,14 +301,31 @@ em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const 
   return t;
 }
 
+/* Integer dtypes count and round as PyTorch does: start, end and step are truncated toward
+ * zero first (its accumulate type is int64), so arange(0.5, 5.2, 1.5) over int64 is 0 .. 4 and a
+ * step below 1 is a zero step. The count of int64 ranges comes from the truncated bounds; that
+ * of the narrower integer types from the given ones, which PyTorch 1.13 also does. */
+static double trunc_int(double v) { return isfinite(v) ? trunc(v) : v; }
+
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device) {
+  if (em_check_dtype("arange", dtype) != 0) return NULL;
+  if (dtype == EM_BOOL) return em_error_null("arange: not defined for bool");
+  double count_start = start, count_end = end, count_step = step;
+  if (!em_dtypes[dtype].is_float) {
+    if (isfinite(step) && step != 0 && trunc(step) == 0)
+      return em_error_null("arange: the step %g truncates to 0 for %s (as in PyTorch)", step,
+                           em_dtypes[dtype].name);
+    start = trunc_int(start), end = trunc_int(end), step = trunc_int(step);
+    if (dtype == EM_INT64) count_start = start, count_end = end, count_step = step;
+  }
   if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
     return em_error_null("arange: expected finite start, end and a nonzero step, got %g, %g, %g",
                          start, end, step);
   if ((end - start) / step < 0)
     return em_error_null("arange: the step %g goes away from end %g (start %g)", step, end,
                          start);
-  double count = ceil((end - start) / step);
+  double count = ceil((count_end - count_start) / count_step);
+  if (count < 0) count = 0;
   if (count > 1e15) return em_error_null("arange: %g elements is too many", count);
   int64_t n = (int64_t)count;
   em_tensor *t = alloc_tensor("arange", 1, &n, dtype, device);
@@ -325,6 +342,11 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int 
 
 em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, int device) {
   if (steps < 0) return em_error_null("linspace: expected steps >= 0, got %lld", (long long)steps);
+  if (em_check_dtype("linspace", dtype) != 0) return NULL;
+  if (!em_dtypes[dtype].is_float && dtype != EM_BOOL) { /* PyTorch casts the ends first */
+    start = trunc_int(start);
+    end = trunc_int(end);
+  }
   em_tensor *t = alloc_tensor("linspace", 1, &steps, dtype, device);
   if (t == NULL) return NULL;
   if (steps == 1) { /* the one point is start, as in PyTorch and NumPy */

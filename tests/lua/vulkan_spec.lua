@@ -119,8 +119,8 @@ describe('vulkan (' .. V .. ': ' .. info.description .. ')', function()
           ember.arange(-5, 600, 3, { dtype = dtype }), 'arange ' .. dtype)
       end
       agree(ember.arange(0, 1, 0.1, { device = V }), ember.arange(0, 1, 0.1), 'arange 0.1')
-      agree(ember.arange(0.5, 1000.5, 0.5, { device = V, dtype = 'int32' }),
-        ember.arange(0.5, 1000.5, 0.5, { dtype = 'int32' }), 'arange fractional to int')
+      agree(ember.arange(0.5, 1000.5, 1.5, { device = V, dtype = 'int32' }),
+        ember.arange(0.5, 1000.5, 1.5, { dtype = 'int32' }), 'arange fractional to int')
       agree(ember.linspace(-1, 1, 1001, { device = V }), ember.linspace(-1, 1, 1001), 'linspace')
       agree(ember.linspace(0, 10, 7, { device = V, dtype = 'int64' }),
         ember.linspace(0, 10, 7, { dtype = 'int64' }), 'linspace int64')

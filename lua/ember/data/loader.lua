@@ -53,10 +53,7 @@ function DataLoader:init(ds, opts)
   if opts ~= nil and type(opts) ~= 'table' then
     error('DataLoader: expected an options table, got ' .. type(opts), 3)
   end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if not options[k] then error('DataLoader: unknown option ' .. tostring(k), 3) end
-  end
+  opts = require('ember.util.names').check_options('DataLoader', opts, options, 3)
   for _, k in ipairs({ 'shuffle', 'drop_last' }) do
     if opts[k] ~= nil and type(opts[k]) ~= 'boolean' then
       error(('DataLoader: expected %s to be a boolean, got %s'):format(k, type(opts[k])), 3)

@@ -1,26 +1,13 @@
 -- ember.nn.args: the argument checks the layer modules share (rnn.lua, transformer.lua), so
 -- every layer words its errors the same way: "<fn>: expected <what> to be ..., got ...".
 -- `level` is error()'s level as seen from the caller of the check.
-local tensor = require 'ember.tensor'
 
 local M = {}
 
--- An options table whose keys are all in `allowed` (a set); nil gives {}.
+-- An options table whose keys are all in `allowed` (a set or a list); nil gives {}. The one
+-- check every options table goes through (ember.util.names), re-exported for the layers.
 function M.options(fn, opts, allowed, level)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' or tensor.is_tensor(opts) then
-    error(('%s: expected a table of options, got %s'):format(fn, type(opts)), level + 1)
-  end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(('%s: unknown option %s (expected one of %s)'):format(fn, tostring(k),
-        table.concat(names, ', ')), level + 1)
-    end
-  end
-  return opts
+  return require('ember.util.names').check_options(fn, opts, allowed, level + 1)
 end
 
 -- A set of the list's values.

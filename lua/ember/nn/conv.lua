@@ -1,6 +1,7 @@
 -- ember.nn convolution and pooling layers, over ember.nn.functional.
 local Module = require 'ember.nn.module'
 local init = require 'ember.nn.init_fns'
+local check_options = require('ember.util.names').check_options
 
 local M = {}
 local function ember() return require 'ember' end
@@ -21,7 +22,9 @@ M.tuple = tuple
 local function conv_class(name, n, transposed)
   local cls = Module:extend(name)
   function cls:__init(in_channels, out_channels, kernel_size, opts)
-    opts = opts or {}
+    opts = check_options(name, opts, transposed
+      and { 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation', 'dtype', 'device' }
+      or { 'stride', 'padding', 'dilation', 'groups', 'bias', 'dtype', 'device' }, 3)
     local groups = opts.groups or 1
     for _, v in ipairs({ in_channels, out_channels, groups }) do
       if type(v) ~= 'number' or v < 1 or v ~= math.floor(v) then
@@ -86,7 +89,8 @@ end
 -- return_indices=false}])
 local MaxPool2d = Module:extend('MaxPool2d')
 function MaxPool2d:__init(kernel_size, opts)
-  opts = opts or {}
+  opts = check_options('MaxPool2d', opts, { 'stride', 'padding', 'dilation', 'ceil_mode',
+    'return_indices' }, 3)
   self.kernel_size = tuple(kernel_size, 2, 'MaxPool2d', 'kernel_size')
   self.stride = tuple(opts.stride or kernel_size, 2, 'MaxPool2d', 'stride')
   self.padding = tuple(opts.padding or 0, 2, 'MaxPool2d', 'padding')
@@ -104,7 +108,8 @@ M.MaxPool2d = MaxPool2d
 
 local AvgPool2d = Module:extend('AvgPool2d')
 function AvgPool2d:__init(kernel_size, opts)
-  opts = opts or {}
+  opts = check_options('AvgPool2d', opts, { 'stride', 'padding', 'ceil_mode',
+    'count_include_pad' }, 3)
   self.kernel_size = tuple(kernel_size, 2, 'AvgPool2d', 'kernel_size')
   self.stride = tuple(opts.stride or kernel_size, 2, 'AvgPool2d', 'stride')
   self.padding = tuple(opts.padding or 0, 2, 'AvgPool2d', 'padding')

@@ -3,6 +3,7 @@
 local Module = require 'ember.nn.module'
 local init = require 'ember.nn.init_fns'
 local autocast_inputs = require('ember.autocast').autocast_inputs
+local check_options = require('ember.util.names').check_options
 
 local M = {}
 
@@ -21,6 +22,7 @@ function Linear:__init(in_features, out_features, opts)
   check_positive('Linear', 'in_features', in_features)
   check_positive('Linear', 'out_features', out_features)
   opts = type(opts) == 'table' and opts or { bias = opts }
+  check_options('Linear', opts, { 'bias', 'dtype', 'device' }, 3)
   self.in_features, self.out_features = in_features, out_features
   local E = ember()
   local o = { dtype = opts.dtype, device = opts.device }
@@ -62,7 +64,7 @@ function Bilinear:__init(in1, in2, out, opts)
   check_positive('Bilinear', 'in1_features', in1)
   check_positive('Bilinear', 'in2_features', in2)
   check_positive('Bilinear', 'out_features', out)
-  opts = opts or {}
+  opts = check_options('Bilinear', opts, { 'bias' }, 3)
   self.in1_features, self.in2_features, self.out_features = in1, in2, out
   local bound = 1 / math.sqrt(in1)
   local E = ember()
@@ -130,7 +132,7 @@ local Embedding = Module:extend('Embedding')
 function Embedding:__init(num, dim, opts)
   check_positive('Embedding', 'num_embeddings', num)
   check_positive('Embedding', 'embedding_dim', dim)
-  opts = opts or {}
+  opts = check_options('Embedding', opts, { 'padding_idx' }, 3)
   self.num_embeddings, self.embedding_dim, self.padding_idx = num, dim, opts.padding_idx
   local w = init.normal_(ember().empty(num, dim), 0, 1)
   if opts.padding_idx then ember().no_grad(function() w[opts.padding_idx]:zero_() end) end

@@ -173,8 +173,9 @@ end
 function F.binary_cross_entropy(input, target, weight, reduction)
   same_shape('binary_cross_entropy', input, target)
   input, target, weight = autocast_inputs('binary_cross_entropy', input, target, weight)
-  local lo, hi = input:min():item(), input:max():item()
-  if input:numel() > 0 and (lo < 0 or hi > 1) then
+  local lo, hi = 0, 1 -- (an empty input has no min or max: nothing to check)
+  if input:numel() > 0 then lo, hi = input:min():item(), input:max():item() end
+  if lo < 0 or hi > 1 then
     error(('binary_cross_entropy: input must hold probabilities in [0, 1], got values in [%g, %g]')
       :format(lo, hi), 2)
   end
@@ -223,14 +224,38 @@ function F.kl_div(input, target, reduction, log_target)
 end
 
 -- ---- modules -----------------------------------------------------------------------------------
+-- The options each loss module takes (besides reduction).
+local LOSS_OPTIONS = {
+  SmoothL1Loss = { 'beta' }, NLLLoss = { 'weight', 'ignore_index' },
+  CrossEntropyLoss = { 'weight', 'ignore_index', 'label_smoothing' }, BCELoss = { 'weight' },
+  BCEWithLogitsLoss = { 'weight', 'pos_weight' }, KLDivLoss = { 'log_target' },
+}
+
 local function loss_module(name, call, repr)
   local cls = Module:extend(name)
+  local allowed = { 'reduction' }
+  for _, k in ipairs(LOSS_OPTIONS[name] or {}) do allowed[#allowed + 1] = k end
   cls.__init = function(self, opts)
-    opts = opts or {}
+    opts = require('ember.util.names').check_options(name, opts, allowed, 3)
     self.opts = opts
     self.reduction = opts.reduction or 'mean'
   end
   cls.forward = function(self, input, target) return call(self, input, target) end
+  -- Torch7's criterion idiom: crit:forward(out, target) is the loss; crit:backward(out, target)
+  -- is its gradient with respect to out (a tensor of out's shape, also kept as
+  -- self.gradInput). A loss that does not reduce ('none') is differentiated as its sum.
+  cls.backward = function(self, input, target)
+    local E = require 'ember'
+    if not E.is_tensor(input) then
+      error(name .. ':backward: expected the output tensor and the target, got ' .. type(input), 2)
+    end
+    local x = input:detach():requires_grad_(true)
+    local loss = E.enable_grad(function() return call(self, x, target) end)
+    local g = E.autograd.grad({ loss }, { x }, { grad_outputs = { E.ones_like(loss) },
+      allow_unused = true })[1]
+    rawset(self, 'gradInput', g or E.zeros_like(input))
+    return self.gradInput
+  end
   cls.extra_repr = repr or function(self) return "reduction='" .. self.reduction .. "'" end
   M[name] = cls
 end

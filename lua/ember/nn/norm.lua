@@ -1,6 +1,7 @@
 -- ember.nn normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm
 -- (with its functional form F.rms_norm).
 local Module = require 'ember.nn.module'
+local check_options = require('ember.util.names').check_options
 
 local M = {}
 local function ember() return require 'ember' end
@@ -9,7 +10,7 @@ local function F() return require('ember.nn').functional end
 local function batch_norm_class(name, ranks)
   local cls = Module:extend(name)
   function cls:__init(num_features, opts)
-    opts = opts or {}
+    opts = check_options(name, opts, { 'eps', 'momentum', 'affine', 'track_running_stats' }, 3)
     self.num_features = num_features
     self.eps, self.momentum = opts.eps or 1e-5, opts.momentum == nil and 0.1 or opts.momentum
     self.affine = opts.affine ~= false
@@ -55,7 +56,7 @@ batch_norm_class('BatchNorm2d', { [4] = true })
 -- LayerNorm(normalized_shape [, {eps=1e-5, elementwise_affine=true}])
 local LayerNorm = Module:extend('LayerNorm')
 function LayerNorm:__init(shape, opts)
-  opts = opts or {}
+  opts = check_options('LayerNorm', opts, { 'eps', 'elementwise_affine' }, 3)
   if type(shape) == 'number' then shape = { shape } end
   self.normalized_shape, self.eps = shape, opts.eps or 1e-5
   self.elementwise_affine = opts.elementwise_affine ~= false
@@ -75,7 +76,7 @@ M.LayerNorm = LayerNorm
 -- GroupNorm(num_groups, num_channels [, {eps=1e-5, affine=true}])
 local GroupNorm = Module:extend('GroupNorm')
 function GroupNorm:__init(num_groups, num_channels, opts)
-  opts = opts or {}
+  opts = check_options('GroupNorm', opts, { 'eps', 'affine' }, 3)
   if num_channels % num_groups ~= 0 then
     error(('GroupNorm: num_channels (%d) must be divisible by num_groups (%d)'):format(num_channels,
       num_groups), 2)
@@ -137,14 +138,7 @@ M.functional = { rms_norm = rms_norm }
 local RMSNorm = Module:extend('RMSNorm')
 local RMS_OPTIONS = { eps = true, elementwise_affine = true, dtype = true, device = true }
 function RMSNorm:__init(shape, opts)
-  opts = opts or {}
-  if type(opts) ~= 'table' then error('RMSNorm: expected a table of options, got ' .. type(opts), 3) end
-  for key in pairs(opts) do
-    if not RMS_OPTIONS[key] then
-      error(('RMSNorm: unknown option %s (expected eps, elementwise_affine, dtype or device)'):format(
-        tostring(key)), 3)
-    end
-  end
+  opts = check_options('RMSNorm', opts, { 'eps', 'elementwise_affine', 'dtype', 'device' }, 3)
   if type(shape) == 'number' then shape = { shape } end
   if type(shape) ~= 'table' or #shape == 0 then
     error('RMSNorm: expected normalized_shape as a number or a non-empty table of numbers', 3)

@@ -16,16 +16,7 @@ local Module = require 'ember.nn.module'
 local M = {}
 local function ember() return require 'ember' end
 
-local function check_options(fn, opts, allowed, level)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then
-    error(('%s: expected a table of options, got %s'):format(fn, type(opts)), level + 1)
-  end
-  for k in pairs(opts) do
-    if not allowed[k] then error(('%s: unknown option %s'):format(fn, tostring(k)), level + 1) end
-  end
-  return opts
-end
+local check_options = require('ember.util.names').check_options
 
 -- rotate_half(x) = cat(-x2, x1) over the last dim, x1 and x2 its halves.
 local function rotate_half(x)

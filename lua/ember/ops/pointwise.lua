@@ -89,26 +89,53 @@ end
 
 -- add and sub take PyTorch's alpha: x:add(y, alpha) is x + alpha * y.
 local plain_add, plain_sub = methods.add, methods.sub
+local function is_bool(v) return is_tensor(v) and v.ptr.dtype_id == C.EM_BOOL end
+
+-- The scalar alpha * s for x:add(s, alpha), with PyTorch's rules: an integer x takes only a
+-- whole alpha, and the result's dtype follows s's kind, not the value of alpha * s (so
+-- int:add(2.5, 2) is float, as int + 2.5 is). Returns the tensor to add to and the scalar.
+local function scaled_scalar(fn, a, s, alpha)
+  if type(s) == 'boolean' then s = s and 1 or 0 end
+  if type(s) ~= 'number' then operand_error(fn, s) end
+  if type(alpha) ~= 'number' then
+    error(('%s: expected a number for alpha, got %s'):format(fn, type(alpha)), 3)
+  end
+  if is_tensor(a) and C.em_dtype_is_floating(a.ptr.dtype_id) == 0 then
+    if alpha ~= math.floor(alpha) then
+      error(('%s: alpha must be an integer for %s tensors, got %s'):format(fn,
+        core.dtype_names[a.ptr.dtype_id], tostring(alpha)), 3)
+    end
+    if s ~= math.floor(s) then
+      if fn:sub(-1) == '_' then
+        error(('%s: result type %s cannot be stored in place into a %s tensor'):format(fn,
+          core.dtype_names[core.default_dtype], core.dtype_names[a.ptr.dtype_id]), 3)
+      end
+      a = own(C.em_to_dtype(a.ptr, core.default_dtype))
+    end
+  end
+  return a, s * alpha
+end
+
 function methods.add(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add(a, b) end
-  if not is_tensor(b) then return plain_add(a, b * alpha) end
+  if not is_tensor(b) then return plain_add(scaled_scalar('add', a, b, alpha)) end
   return own(C.em_add_scaled(a.ptr, b.ptr, alpha))
 end
 function methods.sub(a, b, alpha)
-  if alpha == nil or alpha == 1 then return plain_sub(a, b) end
-  if not is_tensor(b) then return plain_sub(a, b * alpha) end
+  if alpha == nil or alpha == 1 or is_bool(a) or is_bool(b) then return plain_sub(a, b) end
+  if not is_tensor(b) then return plain_sub(scaled_scalar('sub', a, b, alpha)) end
   return own(C.em_add_scaled(a.ptr, b.ptr, -alpha))
 end
 local plain_add_, plain_sub_ = methods.add_, methods.sub_
 function methods.add_(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add_(a, b) end
-  if not is_tensor(b) then return plain_add_(a, b * alpha) end
+  if not is_tensor(b) then return plain_add_(scaled_scalar('add_', a, b, alpha)) end
   check(C.em_add_scaled_(a.ptr, b.ptr, alpha))
   return a
 end
 function methods.sub_(a, b, alpha)
-  if alpha == nil or alpha == 1 then return plain_sub_(a, b) end
-  if not is_tensor(b) then return plain_sub_(a, b * alpha) end
+  if alpha == nil or alpha == 1 or is_bool(a) or is_bool(b) then return plain_sub_(a, b) end
+  if not is_tensor(b) then return plain_sub_(scaled_scalar('sub_', a, b, alpha)) end
   check(C.em_add_scaled_(a.ptr, b.ptr, -alpha))
   return a
 end
@@ -123,14 +150,32 @@ local function integral(v)
   if is_tensor(v) then return C.em_dtype_is_floating(v.ptr.dtype_id) == 0 end
   return type(v) == 'number' and v == math.floor(v)
 end
+-- A bool operand counts as the other operand's integer type (int64 for a number), as in
+-- PyTorch's promotion; errors of the ops inside name div, the op the user called.
+local function bool_to_int(v, other)
+  if not (is_tensor(v) and v.ptr.dtype_id == C.EM_BOOL) then return v end
+  if is_tensor(other) and other.ptr.dtype_id ~= C.EM_BOOL then return v:to(other:dtype()) end
+  if type(other) == 'number' then return v:to('int64') end
+  return v
+end
+local function rounded_div(a, b, rounding_mode)
+  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
+  if integral(a) and integral(b) then
+    a, b = bool_to_int(a, b), bool_to_int(b, a)
+    return methods.floor_divide(a - methods.fmod(a, b), b)
+  end
+  return plain_div(a, b):trunc_()
+end
 function methods.div(a, b, rounding_mode)
   if rounding_mode == nil then return plain_div(a, b) end
-  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
-  if rounding_mode ~= 'trunc' then
+  if rounding_mode ~= 'trunc' and rounding_mode ~= 'floor' then
     error("div: rounding_mode must be nil, 'trunc' or 'floor', got " .. tostring(rounding_mode), 2)
   end
-  if integral(a) and integral(b) then return methods.floor_divide(a - methods.fmod(a, b), b) end
-  return plain_div(a, b):trunc_()
+  local ok, r = pcall(rounded_div, a, b, rounding_mode)
+  if ok then return r end
+  -- the message without its position and the internal op's name (sub, fmod, floor_divide)
+  local msg = tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('^[%w_]+: ', '', 1)
+  error('div: ' .. msg, 2)
 end
 function methods.div_(a, b, rounding_mode)
   if rounding_mode == nil then
@@ -139,7 +184,15 @@ function methods.div_(a, b, rounding_mode)
     else operand_error('div_', b) end
     return a
   end
-  return methods.copy_(a, methods.div(a, b, rounding_mode))
+  -- As PyTorch: the rounded quotient must be storable in a (no float into an int tensor).
+  local r = methods.div(a, b, rounding_mode)
+  local from, to = r.ptr.dtype_id, a.ptr.dtype_id
+  if (C.em_dtype_is_floating(from) ~= 0 and C.em_dtype_is_floating(to) == 0)
+    or (to == C.EM_BOOL and from ~= C.EM_BOOL) then
+    error(('div_: result type %s cannot be stored in place into a %s tensor'):format(
+      core.dtype_names[from], core.dtype_names[to]), 2)
+  end
+  return methods.copy_(a, r)
 end
 M.div = methods.div
 methods.true_divide = plain_div
@@ -147,11 +200,24 @@ methods.divide = methods.div
 
 -- softplus(beta, threshold): PyTorch's parameters, composed from the beta = 1 kernel.
 local plain_softplus = methods.softplus
+-- float16/bfloat16 compute in float32 and round once (beta * x is not rounded first). Below
+-- the threshold, log1p(exp(bx)) is taken on bx clamped to 40, past which it equals bx in
+-- float64 already: exp never overflows, so where's unselected side has a finite gradient
+-- (inf * 0 would make NaN).
 function methods.softplus(x, beta, threshold)
   beta, threshold = beta or 1, threshold or 20
+  if is_tensor(x) and C.em_dtype_is_floating(x.ptr.dtype_id) == 0 then -- as the beta = 1 kernel
+    error('softplus: expected a floating-point tensor, got ' .. core.dtype_names[x.ptr.dtype_id], 2)
+  end
   if beta == 1 and threshold == 20 then return plain_softplus(x) end
+  local dt = x:dtype()
+  if dt == 'float16' or dt == 'bfloat16' then
+    return methods.softplus(x:to('float32'), beta, threshold):to(dt)
+  end
   local bx = x * beta
-  return M.where(bx:gt(threshold), x, methods.log1p(methods.exp(bx)) / beta)
+  local big = bx:gt(40)
+  local inner = M.where(big, bx, methods.log1p(methods.exp(bx:clamp(nil, 40))))
+  return M.where(bx:gt(threshold), x, inner / beta)
 end
 M.softplus = methods.softplus
 local plain_softplus_ = methods.softplus_

@@ -227,13 +227,12 @@ function M.new(cls, params, opts)
   end
   local defaults = {}
   for k, v in pairs(spec.defaults) do defaults[k] = v end
-  for k, v in pairs(opts) do
-    if spec.defaults[k] == nil and not spec.optional[k] then
-      error(('%s: unknown option %s (expected one of %s)'):format(name, tostring(k),
-        table.concat(spec.order, ', ')), 3)
-    end
-    defaults[k] = v
-  end
+  local allowed = {}
+  for _, k in ipairs(spec.order) do allowed[k] = true end
+  for k in pairs(spec.optional) do allowed[k] = true end
+  for k in pairs(spec.defaults) do allowed[k] = true end
+  require('ember.util.names').check_options(name, opts, allowed, 3)
+  for k, v in pairs(opts) do defaults[k] = v end
   local ok, err = pcall(spec.validate, name, defaults)
   if not ok then error(err, 3) end
   local self = setmetatable({ defaults = defaults, param_groups = {}, state = {},

@@ -4,6 +4,7 @@
  */
 #include "cpu.h"
 #include "half_convert.h"
+#include <math.h>
 
 /* ---- same-dtype copies ---- */
 #define COPY_SAME(NAME, T)                                                                    \
@@ -177,9 +178,11 @@ int em_cpu_linspace(em_tensor *out, double start, double end) {
   int64_t n = out->sizes[0];
   size_t es = em_dtypes[out->dtype_id].size;
   double step = n > 1 ? (end - start) / (double)(n - 1) : 0;
-  /* The first half counts up from start, the second down from end, so both ends are exact. */
+  /* The first half counts up from start, the second down from end, so both ends are exact.
+   * Each point is one fused multiply-add (one rounding), which is also what PyTorch's compiled
+   * formula gives, so integer dtypes truncate the same values. */
   for (int64_t i = 0; i < n; i++) {
-    double v = i < n / 2 ? start + step * (double)i : end - step * (double)(n - 1 - i);
+    double v = i < n / 2 ? fma(step, (double)i, start) : fma(-step, (double)(n - 1 - i), end);
     em_store_from_double(o + (size_t)i * es, (em_dtype)out->dtype_id, v);
   }
   return 0;

@@ -70,6 +70,8 @@ em_tensor *em_read_idx(const char *path) {
                em_dtype_name(dtype), (long long)r.file_size);
     goto done;
   }
+  /* a zero-size shape passes the byte count, but its strides may still overflow */
+  if (em_check_file_shape("idx", path, ndim, sizes) != 0) goto done;
   t = em_empty(ndim, sizes, dtype, EM_CPU);
   if (t == NULL) goto done;
   void *data = em_data_ptr(t);

@@ -184,6 +184,8 @@ static em_tensor *read_data(em_reader *r, const npy_header *h, em_dtype dtype, i
                          "bytes can hold", path, em_shape_str(sb, sizeof sb, h->ndim, h->sizes),
                          em_dtype_name(dtype), (long long)r->file_size);
   }
+  /* a zero-size shape passes the byte count, but its strides may still overflow */
+  if (em_check_file_shape("npy", path, h->ndim, h->sizes) != 0) return NULL;
   /* A Fortran-ordered array is row-major with its dimensions reversed. */
   int64_t sizes[EM_MAX_DIMS];
   for (int i = 0; i < h->ndim; i++) sizes[i] = h->fortran ? h->sizes[h->ndim - 1 - i] : h->sizes[i];

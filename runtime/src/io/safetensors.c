@@ -109,6 +109,9 @@ static int parse_entry(const char *path, const char *name, const em_json *v, st_
   if (em_checked_numel(e->ndim, e->sizes, INT64_MAX / size, &numel) != 0)
     return em_error("load: tensor '%s' in %s has an absurd shape %s", name, path,
                     em_shape_str(sb, sizeof sb, e->ndim, e->sizes));
+  if (!em_shape_fits(e->ndim, e->sizes)) /* zero-size shapes whose strides overflow */
+    return em_error("load: tensor '%s' in %s has an absurd shape %s (too large for a tensor)",
+                    name, path, em_shape_str(sb, sizeof sb, e->ndim, e->sizes));
   if (numel * size != e->end - e->begin)
     return em_error("load: tensor '%s' in %s: shape %s of %s needs %lld bytes, data_offsets "
                     "[%lld, %lld] give %lld", name, path,

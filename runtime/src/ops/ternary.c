@@ -64,6 +64,7 @@ static int masked_fill_begin(em_ew *ew, const char *fn, const em_tensor *x,
   if (mask->dtype_id != EM_BOOL)
     return em_error("%s: expected a bool mask, got %s", fn,
                     em_dtype_name((em_dtype)mask->dtype_id));
+  if (em_check_fill_value(fn, (em_dtype)x->dtype_id, v) != 0) return -1;
   em_stack_scalar_typed(value, vs, cell, v, (em_dtype)x->dtype_id, x->device_id);
   const em_tensor *ts[3] = {mask, value, x};
   if (em_ew_begin(ew, fn, 3, ts) != 0) return -1;

@@ -65,16 +65,25 @@ static bool cols_fit(const em_conv_geom *g, int64_t Q) {
                  g->M * CK, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (v[i] < 0 || v[i] >= INT32_MAX) return false;
-  return g->groups == 1;
+  return g->groups == 1 && cdiv(Q, 2048) <= 65535; /* im2col's grid */
 }
 
 /* ---- the column kernels ---------------------------------------------------------------------- */
 
 static int cols_launch(uint32_t mode, cols_push *p, const em_tensor *out, const em_tensor *in,
                        const em_tensor *bias) {
-  int64_t words = (p->n + (p->off_o & 1u) + 1) / 2, blocks = cdiv(words, 256);
-  int64_t bx = blocks < 65535 ? blocks : 65535;
-  p->groups_x = (uint32_t)bx;
+  uint32_t groups[3];
+  if (mode == MODE_IM2COL) { /* 2048 columns of a row per workgroup, rows along y (and z) */
+    int64_t rows = (int64_t)p->C * p->kh * p->kw;
+    groups[0] = (uint32_t)cdiv(p->Q, 2048);
+    groups[1] = (uint32_t)(rows < 65535 ? rows : 65535);
+    groups[2] = (uint32_t)cdiv(rows, 65535);
+  } else { /* one word of the output per invocation, over a 2-D grid */
+    int64_t words = (p->n + (p->off_o & 1u) + 1) / 2, blocks = cdiv(words, 256);
+    int64_t bx = blocks < 65535 ? blocks : 65535;
+    groups[0] = (uint32_t)bx, groups[1] = (uint32_t)cdiv(blocks, bx), groups[2] = 1;
+  }
+  p->groups_x = groups[0];
   p->bf16 = out->dtype_id == EM_BFLOAT16;
   p->has_bias = bias != NULL;
   p->off_bias = bias ? (uint32_t)bias->offset : 0;
@@ -85,7 +94,7 @@ static int cols_launch(uint32_t mode, cols_push *p, const em_tensor *out, const 
       .spec = {mode, ~0u, ~0u, ~0u},
       .ops = {out, in, bias ? bias : in},
       .writes = 1u,
-      .groups = {(uint32_t)bx, (uint32_t)cdiv(blocks, bx), 1},
+      .groups = {groups[0], groups[1], groups[2]},
   };
   return em_vk_launch_locked(&L);
 }
@@ -98,7 +107,7 @@ static cols_push cols_geom(const em_conv_geom *g) {
                      .pw = (int32_t)g->pw, .dh = (int32_t)g->dh, .dw = (int32_t)g->dw};
 }
 
-/* The column matrix of x: [C*kh*kw, Q], columns beyond N*OH*OW zero; Q is even. */
+/* The column matrix of x: [C*kh*kw, Q], columns beyond N*OH*OW zero; Q a multiple of 8. */
 static em_tensor *im2col(const em_tensor *x, const em_conv_geom *g, int64_t Q) {
   int64_t sizes[2] = {g->C * g->kh * g->kw, Q};
   em_tensor *col = em_empty(2, sizes, (em_dtype)x->dtype_id, x->device_id);
@@ -106,7 +115,6 @@ static em_tensor *im2col(const em_tensor *x, const em_conv_geom *g, int64_t Q) {
   cols_push p = cols_geom(g);
   p.off_a = (uint32_t)x->offset;
   p.Q = (uint32_t)Q;
-  p.n = (uint32_t)(sizes[0] * Q);
   if (cols_launch(MODE_IM2COL, &p, col, x, NULL) != 0) {
     em_release(col);
     return NULL;
@@ -161,7 +169,7 @@ static int weight_grad_f32(em_tensor *gw, const em_tensor *x, const em_tensor *g
 
 int em_vk_conv2d_cols(em_tensor *y, const em_tensor *x, const em_tensor *w,
                       const em_tensor *bias, const em_conv_geom *g) {
-  int64_t P = g->OH * g->OW, CK = g->C * g->kh * g->kw, NP = g->N * P, Q = NP + (NP & 1);
+  int64_t P = g->OH * g->OW, CK = g->C * g->kh * g->kw, NP = g->N * P, Q = cdiv(NP, 8) * 8;
   if (!cols_fit(g, Q)) return via_float32(y, x, w, bias, g, em_vk_conv2d);
   em_tensor *col = im2col(x, g, Q);
   if (col == NULL) return -1;

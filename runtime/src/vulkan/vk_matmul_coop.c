@@ -502,6 +502,9 @@ static void cm2_tile(const coop_push *p, int64_t nb, uint32_t t[4]) {
   }
   bool large = cdiv(p->M, 128) * cdiv(p->N, 256) * nb >= 256;
   t[0] = 128, t[1] = large ? 256 : 128, t[2] = 32, t[3] = 0;
+  /* 64 rows or fewer (a convolution's 64 filters, its weight gradient's rows): a 128-row tile
+   * would compute half zeros */
+  if (p->M <= 64) t[0] = 64, t[1] = 128;
 }
 
 /* The subgroup-scope kernel's configuration (kernels/coopmat/matmul_coop.comp's CFG): WM x WN
