@@ -154,11 +154,7 @@ function M.multinomial(probs, n, opts)
   if type(opts) == 'boolean' then
     replacement = opts
   elseif type(opts) == 'table' then
-    for k in pairs(opts) do
-      if k ~= 'replacement' then
-        error(fn .. ": unknown option '" .. tostring(k) .. "' (expected replacement)", 2)
-      end
-    end
+    require('ember.util.names').check_options(fn, opts, { 'replacement' })
     replacement = opts.replacement or false
     if type(replacement) ~= 'boolean' then
       error(fn .. ': expected replacement to be a boolean, got ' .. type(replacement), 2)

@@ -279,3 +279,29 @@ describe('misspelt names', function()
     end)
   end
 end)
+
+describe('options of functional ops and other modules', function()
+  local F = ember.nn.functional
+  local cases = {
+    { 'conv2d', function() F.conv2d(ember.zeros(1, 1, 3, 3), ember.zeros(1, 1, 2, 2), nil, { strde = 1 }) end, 'strde', 'stride' },
+    { 'max_pool2d', function() F.max_pool2d(ember.zeros(1, 1, 4, 4), 2, { paddin = 0 }) end, 'paddin', 'padding' },
+    { 'avg_pool2d', function() F.avg_pool2d(ember.zeros(1, 1, 4, 4), 2, { ceil_mod = true }) end, 'ceil_mod', 'ceil_mode' },
+    { 'embedding', function() F.embedding(ember.tensor({ 1 }, { dtype = 'int64' }), ember.zeros(3, 2), { padding_ix = 1 }) end, 'padding_ix', 'padding_idx' },
+    { 'nll_loss', function() F.nll_loss(ember.zeros(2, 3), ember.tensor({ 1, 2 }, { dtype = 'int64' }), { ignore_idx = 1 }) end, 'ignore_idx', 'ignore_index' },
+    { 'cross_entropy', function() F.cross_entropy(ember.zeros(2, 3), ember.tensor({ 1, 2 }, { dtype = 'int64' }), { reducton = 'sum' }) end, 'reducton', 'reduction' },
+    { 'bce_with_logits', function() F.binary_cross_entropy_with_logits(ember.zeros(2), ember.zeros(2), { pos_wieght = ember.ones(2) }) end, 'pos_wieght', 'pos_weight' },
+    { 'sdpa', function() F.scaled_dot_product_attention(ember.zeros(1, 2, 4), ember.zeros(1, 2, 4), ember.zeros(1, 2, 4), { is_casual = true }) end, 'is_casual', 'is_causal' },
+    { 'load', function() ember.load('x.safetensors', { devcie = 'cpu' }) end, 'devcie', 'device' },
+    { 'read_csv', function() ember.data.read_csv('x.csv', { delimeter = ';' }) end, 'delimeter', 'delimiter' },
+    { 'sample', function() ember.generation.sample(ember.zeros(1, 3), { topk = 3 }) end, 'topk', 'top_k' },
+    { 'multinomial', function() ember.multinomial(ember.ones(3), 1, { replace = true }) end, 'replace', 'replacement' },
+    { 'autocast', function() ember.autocast({ devcie = 'cpu' }, function() end) end, 'devcie', 'device' },
+    { 'GradScaler', function() ember.amp.GradScaler({ init_scal = 2 }) end, 'init_scal', 'init_scale' },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. ' refuses a misspelt option and suggests the valid one', function()
+      H.assert_error(c[2], 'unknown option ' .. c[3])
+      H.assert_error(c[2], 'did you mean ' .. c[4] .. '?')
+    end)
+  end
+end)

@@ -53,12 +53,8 @@ function M.read_csv(path, opts)
   if opts ~= nil and type(opts) ~= 'table' then
     error('read_csv: expected an options table, got ' .. type(opts), 2)
   end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= 'delimiter' and k ~= 'header' and k ~= 'dtype' then
-      error('read_csv: unknown option ' .. tostring(k), 2)
-    end
-  end
+  opts = require('ember.util.names').check_options('read_csv', opts,
+    { 'delimiter', 'header', 'dtype' })
   local delim = opts.delimiter or ','
   if type(delim) ~= 'string' or #delim ~= 1 then
     error('read_csv: expected a one-character delimiter, got ' .. tostring(delim), 2)

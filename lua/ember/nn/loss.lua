@@ -64,7 +64,8 @@ end
 -- nll_loss(log_probs [N, C], target [N] (1-based classes) [, opts])
 -- opts: weight (per class), ignore_index, reduction
 function F.nll_loss(input, target, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('nll_loss', opts,
+    { 'weight', 'ignore_index', 'reduction' })
   if not tensor.is_tensor(input) or not tensor.is_tensor(target) then
     error('nll_loss: expected input and target tensors', 2)
   end
@@ -115,7 +116,8 @@ end
 -- cross_entropy(logits [N, C], target [, opts]): target holds 1-based class indices, or class
 -- probabilities of the input's shape. opts: weight, ignore_index, reduction, label_smoothing.
 function F.cross_entropy(input, target, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('cross_entropy', opts,
+    { 'weight', 'ignore_index', 'reduction', 'label_smoothing' })
   if not tensor.is_tensor(input) or not tensor.is_tensor(target) then
     error('cross_entropy: expected input and target tensors', 2)
   end
@@ -188,7 +190,8 @@ end
 -- binary_cross_entropy_with_logits(logits, target [, opts]): stable form
 -- max(x, 0) - x t + log(1 + exp(-|x|)); opts: weight, pos_weight, reduction
 function F.binary_cross_entropy_with_logits(input, target, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('binary_cross_entropy_with_logits', opts,
+    { 'weight', 'pos_weight', 'reduction' })
   same_shape('binary_cross_entropy_with_logits', input, target)
   local weight, pos_weight
   input, target, weight, pos_weight = autocast_inputs('binary_cross_entropy_with_logits', input,
