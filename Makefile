@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test bench asan clean
+.PHONY: all deps build run gpt test bench asan fuzz clean
 
 all: build
 
@@ -21,6 +21,11 @@ gpt: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+# The readers' libFuzzer targets, each for FUZZ_SECONDS (tests/fuzz/README.md).
+FUZZ_SECONDS ?= 60
+fuzz: build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.so
 
 bench:
 	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench

@@ -14,6 +14,7 @@ packages=(
   libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-validationlayers
   dataset-fashion-mnist fortunes
   tmux python3-numpy
+  clang libclang-rt-14-dev
   python3 dpkg-dev debian-archive-keyring
 )
 if [ "${1:-}" = "--bench" ]; then

@@ -36,7 +36,7 @@ layout(constant_id = 1) const uint BM = 128u;
 layout(constant_id = 2) const uint BN = 256u;
 layout(constant_id = 3) const uint BK = 32u;
 const bool A_COL = (MODES & 1u) != 0u, B_COL = (MODES & 2u) != 0u, ALIGNED = (MODES & 4u) != 0u;
-const bool PREFETCH = (MODES & 8u) != 0u;
+const bool PREFETCH = (MODES & 8u) != 0u, OUT_F32 = (MODES & 64u) != 0u;
 // slices per iteration of the interior loop: MODES bits 4-5 = 0, 1, 2, 3 give 8, 2, 4, 16
 // (more unrolling let the compiler overlap loads and products better on an H100: 8 beat 4, 2, 1)
 const uint UNROLL_SEL = (MODES >> 4) & 3u;
@@ -54,6 +54,7 @@ layout(push_constant) uniform Params {
 } p;
 
 layout(std430, binding = 0) buffer O { float16_t data_o[]; };
+layout(std430, binding = 0) buffer OF { float data_of[]; };  // the same buffer, when OUT_F32
 layout(std430, binding = 1) readonly buffer A { float16_t data_a[]; };
 layout(std430, binding = 2) readonly buffer B { float16_t data_b[]; };
 
@@ -143,6 +144,15 @@ void main() {
   lo = setTensorLayoutDimensionNV(lo, p.M, p.N);
   lo = setTensorLayoutStrideNV(lo, p.N, 1);
   acc = acc * p.alpha;
+  if (OUT_F32) {
+    if (p.beta != 0.0) {
+      MAT_C old;
+      coopMatLoadTensorNV(old, data_of, obase, sliceTensorLayoutNV(lo, row0, BM, col0, BN));
+      acc = acc + old * p.beta;
+    }
+    coopMatStoreTensorNV(acc, data_of, obase, sliceTensorLayoutNV(lo, row0, BM, col0, BN));
+    return;
+  }
   if (p.beta != 0.0) {
     MAT_H old;
     coopMatLoadTensorNV(old, data_o, obase, sliceTensorLayoutNV(lo, row0, BM, col0, BN));

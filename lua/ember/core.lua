@@ -45,6 +45,11 @@ core.tensor_ct = tensor_ct
 -- dimensions) into Lua's. Such reports are put into Lua's terms here, as the CPU's are there.
 local function lua_terms(msg)
   if not msg:find('reported at its next synchronization', 1, true) then return msg end
+  -- a class index of cross_entropy / nll_loss: Lua's classes are 1-based, as the CPU's report
+  local cls, k = msg:gsub('class index (%-?%d+) %(0%-based%)', function(i)
+    return 'class index ' .. (tonumber(i) + 1)
+  end, 1)
+  if k > 0 then return cls end
   local head, n = msg:gsub('index (%-?%d+) is out of (%a+)', function(i, what)
     return 'index ' .. (tonumber(i) + 1) .. ' is out of ' .. what
   end, 1)

@@ -15,7 +15,14 @@ local families = {
   require 'ember.ops.reduce',
   require 'ember.ops.linalg',
   require 'ember.ops.index',
+  require 'ember.ops.math_ext',
+  require 'ember.ops.reduce_ext',
+  require 'ember.ops.search',
   require 'ember.random',
+  -- PyTorch's shaping, indexing and linear algebra extras, composed from the ops above.
+  require 'ember.ops.shape_ext',
+  require 'ember.ops.index_ext',
+  require 'ember.ops.linalg_ext',
 }
 
 local C = core.C
@@ -37,6 +44,7 @@ ember.amp = require 'ember.amp'
 ember.progress = require 'ember.progress'
 ember.generation = require 'ember.generation'
 ember.utils = require 'ember.utils'
+ember.linalg = require 'ember.linalg'
 ember.no_grad = ember.autograd.no_grad
 ember.enable_grad = ember.autograd.enable_grad
 ember.set_grad_enabled = ember.autograd.set_grad_enabled

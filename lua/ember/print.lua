@@ -1,5 +1,6 @@
 -- ember.print: tensors print like PyTorch's: summarized with edges and '...' above a
 -- threshold, columns aligned, and the dtype and device shown when they are not the defaults.
+local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local C = core.C
@@ -37,26 +38,50 @@ local function fmt_number(v, format, is_bool)
   return string.format('%.' .. M.precision .. 'f', v)
 end
 
+-- The elements a summary shows: along every dim longer than 2 * edgeitems, its first and last
+-- edgeitems, gathered by narrowing to each corner block before any copy, so that a huge view
+-- (an expanded 2^62 x 4 tensor) is never materialized. The result holds the shown elements only.
+local function gather_shown(x, edge)
+  local function corners(t, d)
+    if d >= t.ptr.ndim then return t end
+    local n = t.ptr.sizes[d]
+    if n <= 2 * edge then return corners(t, d + 1) end
+    local lo = corners(core.own(C.em_narrow(t.ptr, d, 0, edge)), d + 1)
+    local hi = corners(core.own(C.em_narrow(t.ptr, d, n - edge, edge)), d + 1)
+    return core.own(C.em_cat(2, ffi.new('em_tensor *[2]', lo.ptr, hi.ptr), d))
+  end
+  local was = C.em_grad_enabled()
+  C.em_set_grad_enabled(0)
+  local ok, r = pcall(corners, x, 0)
+  C.em_set_grad_enabled(was)
+  if not ok then error(r, 0) end
+  return r
+end
+
 function M.format(x)
-  local data, keep = tensor.host_doubles(x)
   local ndim = x.ptr.ndim
   local numel = tonumber(C.em_numel(x.ptr))
   local is_float = C.em_dtype_is_floating(x.ptr.dtype_id) ~= 0
   local is_bool = x.ptr.dtype_id == C.EM_BOOL
   local summarize = numel > M.threshold
+  local shown_x = summarize and gather_shown(x, M.edgeitems) or x
+  local data, keep = tensor.host_doubles(shown_x)
+  -- sizes are x's; strides step through shown_x, where a summarized dim holds its first and
+  -- last edgeitems only
   local sizes, strides = {}, {}
   local s = 1
   for d = ndim, 1, -1 do
-    sizes[d] = tonumber(x.ptr.sizes[d - 1]); strides[d] = s; s = s * sizes[d]
+    sizes[d] = tonumber(x.ptr.sizes[d - 1]); strides[d] = s
+    s = s * tonumber(shown_x.ptr.sizes[d - 1])
   end
-  -- indices shown along a dim (nil marks the '...')
+  -- indices shown along a dim (false marks the '...'), as positions in shown_x
   local function shown(d)
     local n = sizes[d]
     local list = {}
     if summarize and n > 2 * M.edgeitems then
       for i = 0, M.edgeitems - 1 do list[#list + 1] = i end
       list[#list + 1] = false
-      for i = n - M.edgeitems, n - 1 do list[#list + 1] = i end
+      for i = M.edgeitems, 2 * M.edgeitems - 1 do list[#list + 1] = i end
     else
       for i = 0, n - 1 do list[#list + 1] = i end
     end

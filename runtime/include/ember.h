@@ -214,6 +214,9 @@ typedef enum em_unary_op {
   EM_SIN, EM_COS, EM_TAN, EM_TANH, EM_SIGMOID, EM_RELU, EM_GELU, EM_GELU_TANH, EM_SILU,
   EM_SOFTPLUS, EM_FLOOR, EM_CEIL, EM_ROUND, EM_TRUNC, EM_RECIPROCAL, EM_SQUARE, EM_ERF,
   EM_ISNAN, EM_ISINF, EM_ISFINITE, EM_LOGICAL_NOT, EM_BITWISE_NOT,
+  /* inverse trigonometric and hyperbolic, logarithms and powers of 2 and 10, special functions */
+  EM_ASIN, EM_ACOS, EM_ATAN, EM_SINH, EM_COSH, EM_ASINH, EM_ACOSH, EM_ATANH,
+  EM_LOG2, EM_LOG10, EM_EXP2, EM_ERFC, EM_ERFINV, EM_LGAMMA, EM_DIGAMMA,
   EM_NUM_UNARY
 } em_unary_op;
 
@@ -483,6 +486,17 @@ em_tensor *em_dropout(const em_tensor *input, double p, int training);
  * padding_idx (when >= 0) gets no gradient. */
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64_t padding_idx);
 
+/* Connectionist temporal classification loss (PyTorch's F.ctc_loss, reduction 'none'): per
+ * batch element, -log p(target | log_probs), summed over the alignments with the alpha-beta
+ * recursion in log space. log_probs [T, N, C] (float32 / float64), targets int64 0-based,
+ * [N, S] padded or 1-D (every target concatenated), input_lengths / target_lengths int64 [N]
+ * on the CPU. Returns [N]. zero_infinity: an impossible alignment gives a loss of 0 and a zero
+ * gradient instead of inf. Differentiable in log_probs (the gradient is the derivative with
+ * respect to log_probs; no double backward). CPU only: other devices raise "not implemented". */
+em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
+                       const em_tensor *input_lengths, const em_tensor *target_lengths,
+                       int64_t blank, int zero_infinity);
+
 /* Scaled dot-product attention, PyTorch's F.scaled_dot_product_attention: softmax(q k^T * scale
  * + mask) v, fused (no [L, S] score matrix in memory). query [..., Hq, L, E], key
  * [..., Hkv, S, E], value [..., Hkv, S, Ev] (rank 3 or more: the dims before the heads are
@@ -527,6 +541,11 @@ int em_write_npy(const char *path, const em_tensor *t);
 /* A numeric CSV into a [rows, columns] tensor of dtype (floating or integer). delimiter ' '
  * splits on runs of blanks. skip_header != 0 drops the first non-blank line. */
 em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);
+/* The most bytes one gzip-compressed file may decompress to, for every reader (IDX, NPY, CSV):
+ * a larger one is an error that names the limit, so a small hostile .gz cannot make a reader
+ * allocate gigabytes. Process-wide; the default is 4 GiB. A limit below 1 is an error. */
+int em_set_gzip_limit(int64_t max_bytes);
+int64_t em_gzip_limit(void);
 
 /* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
  * byte ranges against the file size); tensors are then read one at a time, on demand. */
@@ -686,6 +705,27 @@ int em_synchronize(int device);
 /* Starts the work recorded for the device (-1: every device) without waiting for it: a host
  * about to spend a while elsewhere (a garbage collection) lets the device run meanwhile. */
 int em_flush(int device);
+
+/* ---- matrix decompositions and solvers (ember.linalg) ---------------------------------------
+ * LAPACK (Debian's OpenBLAS) on the CPU: float32 or float64 matrices [..., m, n], batched over
+ * the leading dims, computed in float64 and rounded once. Other devices: "<name>: not
+ * implemented on vulkan". They record no gradient: ember.linalg (Lua) defines the gradients
+ * and calls them with grad mode off; on inputs that require grad with grad mode on they fail.
+ * B of solve and lstsq is [..., rows, k] with A's batch dims (the Lua layer broadcasts). */
+em_tensor *em_linalg_solve(const em_tensor *a, const em_tensor *b);   /* A X = B */
+em_tensor *em_linalg_inv(const em_tensor *a);
+em_tensor *em_linalg_det(const em_tensor *a);
+int em_linalg_slogdet(const em_tensor *a, em_tensor **sign, em_tensor **logabsdet);
+em_tensor *em_linalg_cholesky(const em_tensor *a, int upper);        /* A = L L^T (or U^T U) */
+/* complete: Q [m, m] and R [m, n]; else Q [m, k], R [k, n], k = min(m, n). */
+int em_linalg_qr(const em_tensor *a, int complete, em_tensor **q, em_tensor **r);
+/* A = U diag(S) Vh, S descending; without compute_uv only S (u and vh may be NULL). */
+int em_linalg_svd(const em_tensor *a, int full_matrices, int compute_uv, em_tensor **u,
+                  em_tensor **s, em_tensor **vh);
+/* Symmetric A (its lower triangle, or upper): eigenvalues W ascending, eigenvectors V as columns. */
+int em_linalg_eigh(const em_tensor *a, int upper, int compute_v, em_tensor **w, em_tensor **v);
+/* The least-squares solution X of A X = B; rcond < 0 takes eps(dtype) * max(m, n). */
+em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond);
 
 /* EMBER_FFI_END */
 

@@ -183,7 +183,7 @@ struct em_backend {
 
   /* ---- neural-network kernels (nn.h defines the geometry structs and what each computes) ----
    * Every tensor is contiguous and x, w, gy, y share one dtype, float32 or float64 (the conv
-   * slots also bfloat16 where conv_bf16 is set); int64
+   * slots also bfloat16 where conv_bf16 is set, and the 16-bit dtypes conv_half accepts); int64
    * indices and targets are 0-based and already checked by the definitions. Outputs are fresh
    * (kernels write every element). Optional tensors (bias, weight, gx, gw, gb) may be NULL. */
   int (*conv2d)(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
@@ -193,6 +193,10 @@ struct em_backend {
                            const em_tensor *bias, const struct em_conv_geom *g);
   int (*conv2d_weight_grad)(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                             const struct em_conv_geom *g);
+  /* Optional: whether the conv slots take float16 or bfloat16 tensors of dtype dt on this
+   * device themselves (Vulkan: where its tensor-core kernels take the dtype). Without it, or
+   * where it says no, 16-bit convolutions run in float32 between casts (as conv_bf16 says). */
+  bool (*conv_half)(int device, em_dtype dt);
   /* indices: int64 position of each maximum within its input plane (h * W + w). */
   int (*max_pool2d)(em_tensor *y, em_tensor *indices, const em_tensor *x,
                     const struct em_pool_geom *g);
@@ -266,6 +270,17 @@ struct em_backend {
    * to float32 first; found_inf (float32, one element, same device) is set to 1 when any
    * element read was inf or NaN, and left as it was otherwise. */
   int (*amp_unscale)(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
+
+  /* ---- CTC loss (ops/nn_ctc.c; optional) ----
+   * log_probs [T, N, C] contiguous float32/float64; targets int64 contiguous, read at
+   * target_offsets[n] for target_lengths[n] entries (host arrays, checked by the definition:
+   * lengths within T and the targets' size, classes in [0, C)). nll [N] receives -log p; grad,
+   * when not NULL, [T, N, C] receives d nll[n] / d log_probs[t, n, c] (0 for t past the input's
+   * length; 0 where zero_infinity zeroes an infinite loss). */
+  int (*ctc_loss)(em_tensor *nll, em_tensor *grad, const em_tensor *log_probs,
+                  const em_tensor *targets, const int64_t *input_lengths,
+                  const int64_t *target_lengths, const int64_t *target_offsets, int64_t blank,
+                  int zero_infinity);
 };
 
 /* ---- the gemm slot's batch geometry ----

@@ -23,13 +23,15 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(reduce), SLOT(moments), SLOT(norm), SLOT(arg_reduce), SLOT(scan), SLOT(softmax),
     SLOT(gemm),
     OPTIONAL_SLOT(check_index), SLOT(index_select), SLOT(gather), SLOT(scatter), SLOT(index_put), SLOT(nonzero), SLOT(sort),
-    SLOT(conv2d), SLOT(conv2d_input_grad), SLOT(conv2d_weight_grad), SLOT(max_pool2d),
+    SLOT(conv2d), SLOT(conv2d_input_grad), SLOT(conv2d_weight_grad), OPTIONAL_SLOT(conv_half),
+    SLOT(max_pool2d),
     SLOT(max_unpool2d), SLOT(avg_pool2d), SLOT(avg_pool2d_backward),
     SLOT(batch_norm_stats), SLOT(channel_affine), SLOT(batch_norm_backward), SLOT(group_norm),
     SLOT(group_norm_backward), SLOT(class_loss), SLOT(class_loss_backward),
     OPTIONAL_SLOT(attention), OPTIONAL_SLOT(attention_backward),
     SLOT(sgd_step), SLOT(adam_step),
     SLOT(amp_unscale),
+    OPTIONAL_SLOT(ctc_loss),
 };
 
 #define NSLOTS ((int)(sizeof em_backend_slots / sizeof em_backend_slots[0]))

@@ -162,4 +162,17 @@ int em_threads_for(int64_t work);
 /* 0 when a fill value fits dtype by PyTorch's rule, else an error naming fn (scalar_fits.c). */
 int em_check_fill_value(const char *fn, em_dtype dtype, double v);
 
+/* ---- layout checks (layout_check.c) ---------------------------------------------------------
+ * One decision for every shape-making function and reader: the element count and the
+ * contiguous strides fit int64 (with headroom for the byte count), zero-size shapes included. */
+bool em_shape_fits(int ndim, const int64_t *sizes);
+/* Sets "fn: shape is too large ([..]: ...)" and returns -1. */
+int em_shape_error(const char *fn, int ndim, const int64_t *sizes);
+/* For a reader: "loader: file PATH declares shape [..], too large ..." unless the shape fits. */
+int em_check_file_shape(const char *loader, const char *path, int ndim, const int64_t *sizes);
+/* Whether two positions of t share one memory element (stride 0, overlapping windows). */
+bool em_has_internal_overlap(const em_tensor *t);
+/* Refuses an in-place write into t when its positions overlap in memory. */
+int em_check_writable(const char *fn, const em_tensor *t);
+
 #endif

@@ -188,6 +188,12 @@ int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tenso
 int em_cpu_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *gloss,
                                const em_tensor *x, const em_tensor *lse, const em_tensor *target,
                                const em_tensor *weight, const struct em_class_loss *L) EM_NN_WEAK;
+int em_cpu_ctc_loss(em_tensor *nll, em_tensor *grad, const em_tensor *log_probs,
+                    const em_tensor *targets, const int64_t *input_lengths,
+                    const int64_t *target_lengths, const int64_t *target_offsets, int64_t blank,
+                    int zero_infinity) EM_NN_WEAK;
+/* Records loss = ctc_loss(log_probs) with its gradient computed by the forward (nn_ctc.c). */
+int em_ag_record_ctc(em_tensor *loss, const em_tensor *log_probs, const em_tensor *grad);
 int em_cpu_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em_tensor *k,
                      const em_tensor *v, const em_tensor *mask, const em_attn_geom *g) EM_NN_WEAK;
 int em_cpu_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const em_tensor *gout,

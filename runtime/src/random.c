@@ -138,11 +138,9 @@ static void int_limits(em_dtype d, double *lo, double *hi) {
 
 /* A random write into t must not land two elements on one address (expanded views). */
 static int check_no_overlap(const char *fn, const em_tensor *t) {
-  for (int d = 0; d < t->ndim; d++)
-    if (t->strides[d] == 0 && t->sizes[d] > 1)
-      return em_error("%s: cannot write into a tensor whose elements share memory (an expanded "
-                      "view); clone it first", fn);
-  return 0;
+  if (!em_has_internal_overlap(t)) return 0;
+  return em_error("%s: cannot write into a tensor whose elements share memory (an expanded "
+                  "view or overlapping windows); clone it first", fn);
 }
 
 /* Fills the contiguous, freshly owned `out` from the stream. */

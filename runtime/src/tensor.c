@@ -37,7 +37,6 @@ int em_is_contiguous(const em_tensor *t) {
 int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
   if (ndim < 0 || ndim > EM_MAX_DIMS)
     return em_error("%s: expected at most %d dimensions, got %d", fn, EM_MAX_DIMS, ndim);
-  int64_t total = 1;
   for (int i = 0; i < ndim; i++) {
     if (sizes[i] < 0) {
       /* The whole shape, not a dimension number: C counts from 0 and Lua from 1. */
@@ -45,11 +44,9 @@ int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
       return em_error("%s: expected sizes >= 0, got %s", fn,
                       em_shape_str(buf, sizeof buf, ndim, sizes));
     }
-    /* The byte count must fit too: keep 4 bits of headroom for the element size. */
-    if (__builtin_mul_overflow(total, sizes[i], &total) || total > (INT64_MAX >> 4))
-      return em_error("%s: shape is too large", fn);
   }
-  return 0;
+  /* the count, the byte count and the strides must fit (layout_check.c) */
+  return em_shape_fits(ndim, sizes) ? 0 : em_shape_error(fn, ndim, sizes);
 }
 
 int em_wrap_dim(const char *fn, int dim, int ndim, int *out) {
@@ -160,6 +157,7 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
     }
     result[i] = sa == 1 ? sb : sa;
   }
+  if (!em_shape_fits(n, result)) return em_shape_error(fn, n, result);
   memcpy(out, result, sizeof(int64_t) * (size_t)n);
   *nout = n;
   return 0;
@@ -167,6 +165,7 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
 
 em_tensor *em_broadcast_to(const char *fn, const em_tensor *t, int ndim, const int64_t *sizes) {
   if (t->ndim > ndim) goto fail;
+  if (!em_shape_fits(ndim, sizes)) return em_shape_error(fn, ndim, sizes), NULL;
   int64_t strides[EM_MAX_DIMS];
   for (int i = 0; i < ndim; i++) {
     int j = t->ndim - ndim + i;

@@ -8,7 +8,7 @@
 # prepare.sh copies). Results go to $OUT (or /tmp/ember-gpu).
 # STEPS picks a subset (one device call is limited to 10 minutes), e.g.
 #   STEPS='specs matmul' bash tests/gpu/run.sh
-# The steps: specs elementwise matmul index transfer random attention training main-job gpt
+# The steps: specs elementwise matmul conv index transfer random attention training main-job gpt
 # gpt-job (all by default).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,12 +25,13 @@ chmod +x /tmp/ember-shim/luajit
 export PATH=/tmp/ember-shim:$PATH
 E=.gpu/ember
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-want() { [[ " ${STEPS:-specs elementwise matmul index transfer random attention training main-job gpt gpt-job} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-specs elementwise matmul conv index transfer random attention training main-job gpt gpt-job} " == *" $1 "* ]]; }
 step() { echo "== $*"; }
 # SPECS picks spec files (default: the Vulkan ones), SPECS_TIMEOUT their time limit.
 if want specs; then step specs; SPECS_VERBOSE=1 timeout ${SPECS_TIMEOUT:-500} $E tests/gpu/specs.lua ${SPECS:-tests/lua/vulkan*_spec.lua} > "$OUT/specs.txt" 2>&1; grep -v "^\.\. " "$OUT/specs.txt" | tail -40; fi
 if want elementwise; then step elementwise; timeout 120 $E tests/gpu/bench.lua vulkan 2>&1 | tee "$OUT/elementwise.txt"; fi
 if want matmul; then step matmul; timeout 240 $E tests/gpu/matmul.lua vulkan 2>&1 | tee "$OUT/matmul.txt"; fi
+if want conv; then step conv; timeout 300 $E tests/gpu/conv.lua vulkan 2>&1 | tee "$OUT/conv.txt"; fi
 if want index; then step index; timeout 200 $E tests/gpu/index.lua vulkan 2>&1 | tee "$OUT/index.txt"; fi
 if want transfer; then step transfer; timeout 120 $E tests/gpu/transfer.lua vulkan 2>&1 | tee "$OUT/transfer.txt"; fi
 if want random; then step random; timeout 120 $E tests/gpu/random_bench.lua vulkan 2>&1 | tee "$OUT/random.txt"; fi

@@ -175,8 +175,9 @@ end
 function F.binary_cross_entropy(input, target, weight, reduction)
   same_shape('binary_cross_entropy', input, target)
   input, target, weight = autocast_inputs('binary_cross_entropy', input, target, weight)
-  local lo, hi = input:min():item(), input:max():item()
-  if input:numel() > 0 and (lo < 0 or hi > 1) then
+  local lo, hi = 0, 1 -- (an empty input has no min or max: nothing to check)
+  if input:numel() > 0 then lo, hi = input:min():item(), input:max():item() end
+  if lo < 0 or hi > 1 then
     error(('binary_cross_entropy: input must hold probabilities in [0, 1], got values in [%g, %g]')
       :format(lo, hi), 2)
   end

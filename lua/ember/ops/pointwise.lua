@@ -150,14 +150,32 @@ local function integral(v)
   if is_tensor(v) then return C.em_dtype_is_floating(v.ptr.dtype_id) == 0 end
   return type(v) == 'number' and v == math.floor(v)
 end
+-- A bool operand counts as the other operand's integer type (int64 for a number), as in
+-- PyTorch's promotion; errors of the ops inside name div, the op the user called.
+local function bool_to_int(v, other)
+  if not (is_tensor(v) and v.ptr.dtype_id == C.EM_BOOL) then return v end
+  if is_tensor(other) and other.ptr.dtype_id ~= C.EM_BOOL then return v:to(other:dtype()) end
+  if type(other) == 'number' then return v:to('int64') end
+  return v
+end
+local function rounded_div(a, b, rounding_mode)
+  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
+  if integral(a) and integral(b) then
+    a, b = bool_to_int(a, b), bool_to_int(b, a)
+    return methods.floor_divide(a - methods.fmod(a, b), b)
+  end
+  return plain_div(a, b):trunc_()
+end
 function methods.div(a, b, rounding_mode)
   if rounding_mode == nil then return plain_div(a, b) end
-  if rounding_mode == 'floor' then return methods.floor_divide(a, b) end
-  if rounding_mode ~= 'trunc' then
+  if rounding_mode ~= 'trunc' and rounding_mode ~= 'floor' then
     error("div: rounding_mode must be nil, 'trunc' or 'floor', got " .. tostring(rounding_mode), 2)
   end
-  if integral(a) and integral(b) then return methods.floor_divide(a - methods.fmod(a, b), b) end
-  return plain_div(a, b):trunc_()
+  local ok, r = pcall(rounded_div, a, b, rounding_mode)
+  if ok then return r end
+  -- the message without its position and the internal op's name (sub, fmod, floor_divide)
+  local msg = tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('^[%w_]+: ', '', 1)
+  error('div: ' .. msg, 2)
 end
 function methods.div_(a, b, rounding_mode)
   if rounding_mode == nil then
@@ -182,14 +200,24 @@ methods.divide = methods.div
 
 -- softplus(beta, threshold): PyTorch's parameters, composed from the beta = 1 kernel.
 local plain_softplus = methods.softplus
+-- float16/bfloat16 compute in float32 and round once (beta * x is not rounded first). Below
+-- the threshold, log1p(exp(bx)) is taken on bx clamped to 40, past which it equals bx in
+-- float64 already: exp never overflows, so where's unselected side has a finite gradient
+-- (inf * 0 would make NaN).
 function methods.softplus(x, beta, threshold)
   beta, threshold = beta or 1, threshold or 20
   if is_tensor(x) and C.em_dtype_is_floating(x.ptr.dtype_id) == 0 then -- as the beta = 1 kernel
     error('softplus: expected a floating-point tensor, got ' .. core.dtype_names[x.ptr.dtype_id], 2)
   end
   if beta == 1 and threshold == 20 then return plain_softplus(x) end
+  local dt = x:dtype()
+  if dt == 'float16' or dt == 'bfloat16' then
+    return methods.softplus(x:to('float32'), beta, threshold):to(dt)
+  end
   local bx = x * beta
-  return M.where(bx:gt(threshold), x, methods.log1p(methods.exp(bx)) / beta)
+  local big = bx:gt(40)
+  local inner = M.where(big, bx, methods.log1p(methods.exp(bx:clamp(nil, 40))))
+  return M.where(bx:gt(threshold), x, inner / beta)
 end
 M.softplus = methods.softplus
 local plain_softplus_ = methods.softplus_

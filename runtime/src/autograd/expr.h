@@ -70,6 +70,12 @@ static inline T scalar(double v, const em_tensor *like) {
   return em_scalar_tensor(v, (em_dtype)like->dtype_id, like->device_id, 1);
 }
 
+/* float16 / bfloat16: their backward formulas compute in float32 and round once. */
+static inline bool is_half_dtype(int dt) { return dt == EM_FLOAT16 || dt == EM_BFLOAT16; }
+static inline T f32(const em_tensor *t) {
+  return t == NULL ? NULL : t->dtype_id == EM_FLOAT32 ? ref(t) : em_to_dtype(t, EM_FLOAT32);
+}
+
 /* Stores a gradient for input i, shaped to the input; 0 or -1. Consumes g. */
 static inline int put(em_node *node, em_tensor **grad_inputs, int i, T g) {
   if (node->inputs[i].node == NULL) {

@@ -17,15 +17,36 @@ static int unary_needs(em_unary_op op) {
   case EM_TAN:
     return 2;
   default:
+    if (op >= EM_ASIN) return em_ag_special_unary_needs_output(op) ? 2 : 1;
     return 1;
   }
+}
+
+static T unary_grad(em_unary_op op, const em_tensor *g, const em_tensor *x, const em_tensor *y);
+
+/* float16 / bfloat16 follow the rule of the forward: compute in float32, round once. The node
+ * saved the input (not the 16-bit output, whose rounding 1 - y^2 would magnify), so the
+ * output is recomputed in float32 here; the float32 gradient is rounded once by put(), after
+ * any sum over broadcast dims. */
+static int unary_backward_half(em_node *node, em_unary_op op, const em_tensor *g,
+                               const em_tensor *x, em_tensor **gi) {
+  T x32 = f32(x), g32 = f32(g);
+  T y32 = x32 && unary_needs(op) == 2 ? em_unary(op, x32) : ref(x32);
+  T r = x32 && g32 && y32 ? unary_grad(op, g32, x32, y32) : NULL;
+  em_tensor *tmp[3] = {x32, g32, y32};
+  em_ag_release_all(3, tmp);
+  return put(node, gi, 0, r);
 }
 
 static int unary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   em_unary_op op = (em_unary_op)node->ints[0];
   const em_tensor *v = em_ag_saved(node, 0); /* the input, or the output (unary_needs) */
   if (v == NULL) return -1;
-  const em_tensor *x = v, *y = v;
+  if (node->ints[1]) return unary_backward_half(node, op, g, v, gi);
+  return put(node, gi, 0, unary_grad(op, g, v, v));
+}
+
+static T unary_grad(em_unary_op op, const em_tensor *g, const em_tensor *x, const em_tensor *y) {
   T r;
   switch (op) {
   case EM_NEG: r = neg(ref(g)); break;
@@ -79,9 +100,12 @@ static int unary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   case EM_ERF:
     r = mul(ref(g), muls(un(EM_EXP, neg(mul(ref(x), ref(x)))), 1.1283791670955126));
     break;
-  default: return em_error("%s: not differentiable", node->name);
+  default:
+    if (op < EM_ASIN) return em_error_null("%s: not differentiable", em_unary_name(op));
+    r = em_ag_special_unary_grad(op, unary_needs(op) == 2 ? y : x, g);
+    break;
   }
-  return put(node, gi, 0, r);
+  return r;
 }
 
 static const char *unary_node_names[EM_NUM_UNARY] = {
@@ -90,14 +114,18 @@ static const char *unary_node_names[EM_NUM_UNARY] = {
   "TanhBackward", "SigmoidBackward", "ReluBackward", "GeluBackward", "GeluBackward",
   "SiluBackward", "SoftplusBackward", "FloorBackward", "CeilBackward", "RoundBackward",
   "TruncBackward", "ReciprocalBackward", "SquareBackward", "ErfBackward",
+  [EM_ASIN] = "AsinBackward", "AcosBackward", "AtanBackward", "SinhBackward", "CoshBackward",
+  "AsinhBackward", "AcoshBackward", "AtanhBackward", "Log2Backward", "Log10Backward",
+  "Exp2Backward", "ErfcBackward", "ErfinvBackward", "LgammaBackward", "DigammaBackward",
 };
 
 int em_ag_record_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
-  if (op >= EM_ISNAN || !em_dtypes[out->dtype_id].is_float) return 0; /* not differentiable */
+  if ((op >= EM_ISNAN && op <= EM_BITWISE_NOT) || !em_dtypes[out->dtype_id].is_float) return 0; /* not differentiable */
   em_node *node = em_ag_node_new(unary_node_names[op], unary_backward, 1, &x);
   if (node == NULL) return -1;
   node->ints[0] = op;
-  if (em_ag_save(node, unary_needs(op) == 2 ? out : x) != 0) {
+  node->ints[1] = is_half_dtype(out->dtype_id); /* unary_backward_half recomputes from x */
+  if (em_ag_save(node, unary_needs(op) == 2 && !node->ints[1] ? out : x) != 0) {
     em_node_release(node);
     return -1;
   }
@@ -105,6 +133,23 @@ int em_ag_record_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
 }
 
 /* ---- binary ---- */
+
+static int binary_grad(em_node *node, em_binary_op op, double alpha, const em_tensor *g,
+                       const em_tensor *a, const em_tensor *b, const em_tensor *y,
+                       em_tensor **gi);
+
+/* float16 / bfloat16: the gradients in float32 (the output recomputed there), rounded once by
+ * put() after any sum over broadcast dims (a broadcast divisor's gradient sums many terms). */
+static int binary_backward_half(em_node *node, em_binary_op op, double alpha, const em_tensor *g,
+                                const em_tensor *a, const em_tensor *b, em_tensor **gi) {
+  T a32 = f32(a), b32 = f32(b), g32 = f32(g), y32 = NULL;
+  bool ok = g32 && (a == NULL || a32) && (b == NULL || b32);
+  if (ok && a32 && (op == EM_DIV || op == EM_POW)) ok = (y32 = em_binary(op, a32, b32)) != NULL;
+  int rc = ok ? binary_grad(node, op, alpha, g32, a32, b32, y32, gi) : -1;
+  em_tensor *tmp[4] = {a32, b32, g32, y32};
+  em_ag_release_all(4, tmp);
+  return rc;
+}
 
 static int binary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   em_binary_op op = (em_binary_op)node->ints[0];
@@ -115,7 +160,14 @@ static int binary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     b = em_ag_saved(node, 1);
     if (a == NULL || b == NULL) return -1;
   }
+  if (is_half_dtype(g->dtype_id)) return binary_backward_half(node, op, alpha, g, a, b, gi);
   if (node->n_saved >= 3 && (y = em_ag_saved(node, 2)) == NULL) return -1;
+  return binary_grad(node, op, alpha, g, a, b, y, gi);
+}
+
+static int binary_grad(em_node *node, em_binary_op op, double alpha, const em_tensor *g,
+                       const em_tensor *a, const em_tensor *b, const em_tensor *y,
+                       em_tensor **gi) {
   switch (op) {
   case EM_ADD:
     return put(node, gi, 0, ref(g)) || put(node, gi, 1, alpha == 1 ? ref(g) : muls(ref(g), alpha));
@@ -136,7 +188,10 @@ static int binary_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     }
     T gb = NULL;
     if (needs(node, 1)) {
-      T logs = un(EM_LOG, ref(a));
+      /* log a in the gradient's dtype: an integer base (2 ^ x) would take its log in the
+       * default float32, a float32 ln 2 inside a float64 gradient */
+      T af = a->dtype_id == g->dtype_id ? ref(a) : em_to_dtype(a, (em_dtype)g->dtype_id);
+      T logs = un(EM_LOG, af);
       gb = where3(bsc(EM_EQ, ref(a), 0), scalar(0, g), mul(ref(g), mul(ref(y), logs)));
     }
     return put2(node, gi, ga, gb);

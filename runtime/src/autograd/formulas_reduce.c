@@ -103,6 +103,13 @@ static int reduce_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   case EM_PROD: {
     const em_tensor *x = em_ag_saved(node, 0);
     if (x == NULL) return -1;
+    if (is_half_dtype(g->dtype_id)) { /* float32 products (16-bit ones overflow), rounded once */
+      T x32 = f32(x), g32 = f32(g);
+      T r = x32 && g32 ? mul(expand_to_input(node, ref(g32)), prod_of_others(x32, mask)) : NULL;
+      em_release(x32);
+      em_release(g32);
+      return put(node, gi, 0, r);
+    }
     return put(node, gi, 0, mul(expand_to_input(node, ref(g)), prod_of_others(x, mask)));
   }
   case EM_AMAX: case EM_AMIN: {
@@ -158,8 +165,15 @@ static int moments_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   int dims[EM_MAX_DIMS], n = mask_dims(mask, x->ndim, dims);
   T mean = em_reduce(EM_MEAN, x, n, dims, 1);
   T centered = sub(ref(x), mean);
-  /* var: 2 (x - mean) / dof;  std: (x - mean) / (dof * std) */
-  T scale = take_sqrt ? divt(ref(g), muls(ref(y), dof)) : muls(ref(g), 2.0 / dof);
+  /* var: 2 (x - mean) / dof;  std: (x - mean) / (dof * std), taken as 0 where std is 0 (as
+   * PyTorch: every x equals the mean there, and 0 / 0 would make NaN) */
+  T scale;
+  if (take_sqrt) {
+    T safe = where3(bsc(EM_EQ, ref(y), 0), scalar(1, y), muls(ref(y), dof));
+    scale = where3(bsc(EM_EQ, ref(y), 0), scalar(0, g), divt(ref(g), safe));
+  } else {
+    scale = muls(ref(g), 2.0 / dof);
+  }
   return put(node, gi, 0, mul(centered, scale));
 }
 
@@ -250,8 +264,66 @@ int em_ag_record_max_dim(em_tensor *values, const em_tensor *indices, const em_t
 
 /* ---- along one dim ---- */
 
+/* The sum of t[j] over j >= i along dim (consumes t). */
+static T reverse_cumsum(T t, int dim) {
+  int fd[1] = {dim};
+  T f = t ? em_flip(t, 1, fd) : NULL;
+  T c = f ? em_cumsum(f, dim) : NULL;
+  T r = c ? em_flip(c, 1, fd) : NULL;
+  em_release(t);
+  em_release(f);
+  em_release(c);
+  return r;
+}
+
+/* cumprod's gradient where x has zeros, exact (PyTorch's formula, no division by zero).
+ * grad_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k. Along each line, with z its first zero:
+ *   i < z:  sum_{j >= i} g_j y_j / x_i   (x_i is not 0; y_j is 0 from z on)
+ *   i == z: sum_{j >= z} g_j y'_j, with y' the cumprod of x whose zero at z is set to 1
+ *   i > z:  0 (every product holds x_z). */
+static T cumprod_grad_zeros(const em_tensor *g, const em_tensor *x, const em_tensor *y, int dim) {
+  T zero = bsc(EM_EQ, ref(x), 0);
+  T count = zero ? em_cumsum(zero, dim) : NULL; /* zeros seen so far, x_i included */
+  T before = bsc(EM_EQ, ref(count), 0);
+  T first = bin(EM_LOGICAL_AND, zero, bsc(EM_EQ, count, 1));
+  T safe_x = where3(ref(before), ref(x), scalar(1, x));
+  T part_a = where3(ref(before), divt(reverse_cumsum(mul(ref(g), ref(y)), dim), safe_x),
+                    scalar(0, g));
+  T x1 = where3(ref(first), scalar(1, x), ref(x));
+  T y1 = x1 ? em_cumprod(x1, dim) : NULL;
+  em_release(x1);
+  T part_b = where3(ref(first), reverse_cumsum(mul(ref(g), y1), dim), scalar(0, g));
+  em_release(before);
+  em_release(first);
+  return add(part_a, part_b);
+}
+
+static int line_grad(em_node *node, int dim, int kind, const em_tensor *g, const em_tensor *x,
+                     const em_tensor *y, em_tensor **gi);
+
+/* The output of a line op (kind: 1 cumprod, 2 softmax, 3 log_softmax) recomputed from x. */
+static T line_forward(int kind, const em_tensor *x, int dim) {
+  if (kind == 1) return em_cumprod(x, dim);
+  return kind == 2 ? em_softmax(x, dim) : em_log_softmax(x, dim);
+}
+
 static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
   int dim = (int)node->ints[0], kind = (int)node->ints[1];
+  const em_tensor *x = NULL, *y = NULL;
+  if (kind != 0 && ((x = em_ag_saved(node, 0)) == NULL || (y = em_ag_saved(node, 1)) == NULL))
+    return -1;
+  if (!is_half_dtype(g->dtype_id)) return line_grad(node, dim, kind, g, x, y, gi);
+  /* float16 / bfloat16: in float32 from x (the 16-bit y's rounding would be magnified),
+   * rounded once by put() */
+  T g32 = f32(g), x32 = f32(x), y32 = x32 ? line_forward(kind, x32, dim) : NULL;
+  int rc = g32 && (kind == 0 || y32) ? line_grad(node, dim, kind, g32, x32, y32, gi) : -1;
+  em_tensor *tmp[3] = {g32, x32, y32};
+  em_ag_release_all(3, tmp);
+  return rc;
+}
+
+static int line_grad(em_node *node, int dim, int kind, const em_tensor *g, const em_tensor *x,
+                     const em_tensor *y, em_tensor **gi) {
   int fd[1] = {dim};
   if (kind == 0) { /* cumsum: the reversed cumulative sum of g */
     T f = em_flip(g, 1, fd);
@@ -261,8 +333,6 @@ static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
     em_release(c);
     return put(node, gi, 0, r);
   }
-  const em_tensor *x = em_ag_saved(node, 0), *y = em_ag_saved(node, 1);
-  if (x == NULL || y == NULL) return -1;
   if (kind == 1) { /* cumprod: sum_{j >= i} g_j y_j / x_i */
     T zeros = bsc(EM_EQ, ref(x), 0);
     T any = zeros ? em_reduce(EM_ANY, zeros, 0, NULL, 0) : NULL;
@@ -273,8 +343,7 @@ static int line_backward(em_node *node, const em_tensor *g, em_tensor **gi) {
       return -1;
     }
     em_release(any);
-    if (has_zero)
-      return em_error("cumprod: the gradient of an input containing zeros is not supported yet");
+    if (has_zero) return put(node, gi, 0, cumprod_grad_zeros(g, x, y, dim));
     T gy = mul(ref(g), ref(y));
     T f = gy ? em_flip(gy, 1, fd) : NULL;
     T c = f ? em_cumsum(f, dim) : NULL;

@@ -58,6 +58,9 @@ int em_ag_adopt(em_tensor *self, em_tensor *result);
 
 /* Elementwise families (formulas_pointwise.c). */
 int em_ag_record_unary(em_unary_op op, em_tensor *out, const em_tensor *x);
+/* formulas_special.c: the unary ops from EM_ASIN on. */
+em_tensor *em_ag_special_unary_grad(em_unary_op op, const em_tensor *v, const em_tensor *g);
+bool em_ag_special_unary_needs_output(em_unary_op op);
 int em_ag_record_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
                         double alpha);
 int em_ag_record_where(em_tensor *out, const em_tensor *cond, const em_tensor *a,

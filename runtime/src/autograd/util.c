@@ -7,6 +7,12 @@
 em_tensor *em_ag_shape_to_input(const em_node *node, int i, em_tensor *grad) {
   const em_input_edge *e = &node->inputs[i];
   em_tensor *g = em_retain(grad);
+  if (g->ndim < e->ndim) { /* a flattened gradient (the norms' [C] for a weight [3, 1]) */
+    em_tensor *r = em_reshape(g, e->ndim, e->sizes);
+    em_release(g);
+    if (r == NULL) return NULL;
+    g = r;
+  }
   /* Sum over the dims broadcasting added or expanded. */
   int lead = g->ndim - e->ndim, dims[EM_MAX_DIMS], n = 0;
   for (int d = 0; d < g->ndim; d++)

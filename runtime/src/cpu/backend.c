@@ -77,4 +77,5 @@ const em_backend em_cpu_backend = {
   .sgd_step = em_cpu_sgd_step,
   .adam_step = em_cpu_adam_step,
   .amp_unscale = em_cpu_amp_unscale,
+  .ctc_loss = em_cpu_ctc_loss,
 };

@@ -38,6 +38,7 @@ static inline void em_pw_raise(em_pw_ctx *c, int code) {
 
 /* Loop tables. NULL means the dtype does not support the op (the definition rejects those). */
 em_cpu_loop em_pw_float_unary(em_dtype d, em_unary_op op);
+em_cpu_loop em_pw_special_unary(em_dtype d, em_unary_op op); /* EM_ASIN onwards */
 em_cpu_loop em_pw_float_binary(em_dtype d, int op);
 em_cpu_loop em_pw_int_unary(em_dtype d, em_unary_op op);
 em_cpu_loop em_pw_int_binary(em_dtype d, int op);

@@ -173,6 +173,7 @@ static const em_cpu_loop f64_binary[EM_PW_NUM_BINARY] = {FLOAT_BINARY(F64_ENTRY)
 
 em_cpu_loop em_pw_float_unary(em_dtype d, em_unary_op op) {
   if ((unsigned)op >= EM_NUM_UNARY) return NULL;
+  if (op >= EM_ASIN) return em_pw_special_unary(d, op);
   if (d == EM_FLOAT32) return f32_unary[op];
   if (d == EM_FLOAT64) return f64_unary[op];
   return NULL;

@@ -59,6 +59,7 @@ em_tensor *em_read_idx(const char *path) {
   int64_t limit = em_reader_max_bytes(&r);
   char sb[EM_SHAPE_BUF];
   int absurd = em_checked_numel(ndim, sizes, INT64_MAX / 8 - header, &numel) != 0;
+  if (!absurd && em_reader_check_need(&r, numel * (int64_t)esize) != 0) goto done;
   if (absurd || numel * (int64_t)esize > limit - header) {
     if (!absurd && !r.compressed)
       em_error("idx: file %s is truncated: expected %lld bytes of data, got %lld", path,
@@ -69,6 +70,8 @@ em_tensor *em_read_idx(const char *path) {
                em_dtype_name(dtype), (long long)r.file_size);
     goto done;
   }
+  /* a zero-size shape passes the byte count, but its strides may still overflow */
+  if (em_check_file_shape("idx", path, ndim, sizes) != 0) goto done;
   t = em_empty(ndim, sizes, dtype, EM_CPU);
   if (t == NULL) goto done;
   void *data = em_data_ptr(t);

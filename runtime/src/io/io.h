@@ -25,6 +25,7 @@ typedef struct em_reader {
   int64_t file_size;   /* bytes on disk (compressed size for .gz) */
   int compressed;      /* 1 when the file is gzip data */
   int64_t consumed;    /* decompressed bytes read so far */
+  int64_t limit;       /* the gzip limit for compressed files (em_set_gzip_limit), else max */
 } em_reader;
 
 /* Opens path for reading; -1 with "fn: cannot open <path>: <reason>". */
@@ -40,6 +41,11 @@ int em_reader_read_exact(em_reader *r, void *dst, int64_t n);
  * ratio for gzip. Readers check header-declared sizes against it before allocating, so that an
  * absurd header never allocates gigabytes. */
 int64_t em_reader_max_bytes(const em_reader *r);
+/* -1 with "fn: file <path> decompresses to more than the gzip limit ..." when `need` more bytes
+ * would pass the gzip limit (compressed files only), else 0. Readers call it on a size their
+ * header declares, so that the message names the limit rather than the file's capacity. */
+int em_reader_check_need(const em_reader *r, int64_t need);
+int em_reader_limit_error(const em_reader *r);
 /* 1 when nothing is left to read, 0 when more data follows, -1 on a read error. It takes a
  * byte from the stream when more follows: only for a final check for trailing data. */
 int em_reader_at_end(em_reader *r);
@@ -50,12 +56,14 @@ char *em_reader_slurp(em_reader *r, int64_t *len);
 typedef struct em_atomic_file {
   const char *fn;
   const char *path;
+  char *target;        /* the file replaced: path, or where its symbolic links lead */
   char *tmp_path;
   FILE *f;
   int failed;          /* a write failed: commit refuses */
 } em_atomic_file;
 
-/* Creates a temporary file next to path. */
+/* Creates a temporary file next to path's target (path, or the file its symbolic links lead
+ * to), with the target's mode when it exists, after removing temporaries of dead writers. */
 int em_atomic_open(em_atomic_file *a, const char *fn, const char *path);
 /* Appends n bytes; -1 with "fn: cannot write <path>: <reason>". */
 int em_atomic_write(em_atomic_file *a, const void *data, size_t n);

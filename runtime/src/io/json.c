@@ -6,6 +6,8 @@
  * they fit), true, false, null. It is written for hostile input: every read is bounds-checked,
  * nesting is limited, and a failure names the reason and the byte offset.
  */
+#include <locale.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -159,6 +161,15 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
   return 0;
 }
 
+/* JSON's decimal point is '.', whatever LC_NUMERIC the host program has set. */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+static locale_t json_c_locale(void) {
+  pthread_once(&c_locale_once, make_c_locale);
+  return c_locale;
+}
+
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 static int parse_number(parser *p, em_json *v) {
@@ -192,13 +203,20 @@ static int parse_number(parser *p, em_json *v) {
     if (p->pos >= p->len || !is_digit(p->s[p->pos])) return fail(p, "expected an exponent");
     while (p->pos < p->len && is_digit(p->s[p->pos])) p->pos++;
   }
-  char tmp[64];
+  /* strtod needs a terminated copy. A literal too long for the stack buffer is copied whole to
+   * the heap: cutting it short would drop its exponent ("1.000...0e5" read as 1). */
+  char tmp[64], *text = tmp;
   size_t n = p->pos - start;
-  if (n >= sizeof tmp) n = sizeof tmp - 1; /* a longer literal only loses digits strtod ignores */
-  memcpy(tmp, p->s + start, n);
-  tmp[n] = '\0';
+  if (n >= sizeof tmp) {
+    text = malloc(n + 1);
+    if (text == NULL) return oom(p);
+  }
+  memcpy(text, p->s + start, n);
+  text[n] = '\0';
   v->type = EM_JSON_NUMBER;
-  v->number = strtod(tmp, NULL);
+  locale_t loc = json_c_locale();
+  v->number = loc != (locale_t)0 ? strtod_l(text, NULL, loc) : strtod(text, NULL);
+  if (text != tmp) free(text);
   if (is_int && !overflow && (negative || acc != INT64_MIN)) {
     v->is_integer = 1;
     v->integer = negative ? acc : -acc;

@@ -172,6 +172,9 @@ static em_tensor *read_data(em_reader *r, const npy_header *h, em_dtype dtype, i
   int64_t numel, esize = (int64_t)em_dtypes[dtype].size;
   char sb[EM_SHAPE_BUF];
   int64_t limit = em_reader_max_bytes(r) - r->consumed;
+  if (em_checked_numel(h->ndim, h->sizes, INT64_MAX / 8, &numel) == 0 &&
+      em_reader_check_need(r, numel * esize) != 0)
+    return NULL;
   if (em_checked_numel(h->ndim, h->sizes, INT64_MAX / 8, &numel) != 0 || numel * esize > limit) {
     if (em_checked_numel(h->ndim, h->sizes, INT64_MAX / 8, &numel) == 0 && !r->compressed)
       return em_error_null("npy: file %s is truncated: expected %lld bytes of data, got %lld",
@@ -181,6 +184,8 @@ static em_tensor *read_data(em_reader *r, const npy_header *h, em_dtype dtype, i
                          "bytes can hold", path, em_shape_str(sb, sizeof sb, h->ndim, h->sizes),
                          em_dtype_name(dtype), (long long)r->file_size);
   }
+  /* a zero-size shape passes the byte count, but its strides may still overflow */
+  if (em_check_file_shape("npy", path, h->ndim, h->sizes) != 0) return NULL;
   /* A Fortran-ordered array is row-major with its dimensions reversed. */
   int64_t sizes[EM_MAX_DIMS];
   for (int i = 0; i < h->ndim; i++) sizes[i] = h->fortran ? h->sizes[h->ndim - 1 - i] : h->sizes[i];
@@ -243,6 +248,18 @@ em_tensor *em_read_npy(const char *path) {
              (long long)hlen, NPY_HEADER_LIMIT);
     goto done;
   }
+  /* The header is read whole, so its declared length is checked against what the file can
+   * hold before it is allocated: a 12-byte file must not allocate megabytes. */
+  if (em_reader_check_need(&r, hlen) != 0) goto done;
+  if (hlen > em_reader_max_bytes(&r) - r.consumed) {
+    if (r.compressed)
+      em_error("npy: file %s declares a header of %lld bytes, more than a compressed file of "
+               "%lld bytes can hold", path, (long long)hlen, (long long)r.file_size);
+    else
+      em_error("npy: file %s is truncated: expected %lld bytes of data, got %lld", path,
+               (long long)(r.consumed + hlen), (long long)r.file_size);
+    goto done;
+  }
   text = malloc((size_t)hlen + 1);
   if (text == NULL) {
     em_error_kind_set(EM_ERR_OOM, "npy: out of memory reading %s", path);
@@ -290,8 +307,10 @@ int em_write_npy(const char *path, const em_tensor *t) {
   em_buf b = { 0 };
   em_buf_printf(&b, "{'descr': '%c%s', 'fortran_order': False, 'shape': (", order, code);
   for (int i = 0; i < t->ndim; i++) em_buf_printf(&b, "%lld, ", (long long)t->sizes[i]);
-  if (t->ndim > 1) b.len -= 2, b.data[b.len] = '\0'; /* (2, 3) but (5,) */
-  else if (t->ndim == 1) b.len -= 1, b.data[b.len] = '\0';
+  /* Trim the last ", " to give (2, 3) but (5,); only when the buffer holds what was appended
+   * (after a failed allocation it may hold nothing at all, or less than that). */
+  if (!b.failed && t->ndim > 1) b.len -= 2, b.data[b.len] = '\0';
+  else if (!b.failed && t->ndim == 1) b.len -= 1, b.data[b.len] = '\0';
   em_buf_puts(&b, "), }");
   /* Pad with spaces and a final newline so that the data starts at a multiple of 64. */
   int v2 = b.len + 1 + 10 > 65535;

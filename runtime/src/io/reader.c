@@ -18,6 +18,20 @@
  * most this many times S bytes (plus a small constant for tiny files). */
 enum { DEFLATE_MAX_RATIO = 1032 };
 
+/* The most bytes one gzip file may decompress to (em_set_gzip_limit). The deflate bound alone
+ * lets a 10 MB file expand to 10 GB; a data file that large is rare enough to ask for. */
+static int64_t gzip_limit = (int64_t)4 << 30;
+
+int em_set_gzip_limit(int64_t max_bytes) {
+  if (max_bytes < 1)
+    return em_error("set_gzip_limit: expected a limit of at least 1 byte, got %lld",
+                    (long long)max_bytes);
+  __atomic_store_n(&gzip_limit, max_bytes, __ATOMIC_RELAXED);
+  return 0;
+}
+
+int64_t em_gzip_limit(void) { return __atomic_load_n(&gzip_limit, __ATOMIC_RELAXED); }
+
 int em_reader_open(em_reader *r, const char *fn, const char *path) {
   memset(r, 0, sizeof *r);
   r->fn = fn;
@@ -50,6 +64,18 @@ int em_reader_open(em_reader *r, const char *fn, const char *path) {
   gzbuffer(gz, 1 << 17);
   r->gz = gz;
   r->compressed = gzdirect(gz) == 0;
+  r->limit = r->compressed ? em_gzip_limit() : INT64_MAX;
+  return 0;
+}
+
+int em_reader_limit_error(const em_reader *r) {
+  return em_error("%s: file %s decompresses to more than the gzip limit of %lld bytes; raise "
+                  "it with em_set_gzip_limit (Lua: the gzip_limit option or "
+                  "ember.data.set_gzip_limit)", r->fn, r->path, (long long)r->limit);
+}
+
+int em_reader_check_need(const em_reader *r, int64_t need) {
+  if (r->compressed && need > r->limit - r->consumed) return em_reader_limit_error(r);
   return 0;
 }
 
@@ -60,13 +86,18 @@ void em_reader_close(em_reader *r) {
 
 int64_t em_reader_max_bytes(const em_reader *r) {
   if (!r->compressed) return r->file_size;
-  if (r->file_size > INT64_MAX / DEFLATE_MAX_RATIO - 1024) return INT64_MAX;
-  return r->file_size * DEFLATE_MAX_RATIO + 1024;
+  int64_t bound = r->file_size > INT64_MAX / DEFLATE_MAX_RATIO - 1024
+                      ? INT64_MAX : r->file_size * DEFLATE_MAX_RATIO + 1024;
+  return bound < r->limit ? bound : r->limit;
 }
 
 int64_t em_reader_read(em_reader *r, void *dst, int64_t n) {
   gzFile gz = (gzFile)r->gz;
   int64_t got = 0;
+  /* Past the gzip limit by even one byte is an error; reading one byte more than the limit
+   * allows is how that is seen, and all that is ever read beyond it. */
+  int64_t allowed = r->limit - r->consumed;
+  if (allowed < INT64_MAX && n > allowed + 1) n = allowed + 1;
   while (got < n) {
     int64_t want = n - got;
     if (want > (1 << 30)) want = 1 << 30;
@@ -86,6 +117,7 @@ int64_t em_reader_read(em_reader *r, void *dst, int64_t n) {
   }
   /* A gzip stream cut short ends with Z_BUF_ERROR ("unexpected end of file"): that is a short
    * read, reported by the caller as truncation with the counts. */
+  if (got > allowed) return em_reader_limit_error(r);
   r->consumed += got;
   return got;
 }

@@ -109,6 +109,9 @@ static int parse_entry(const char *path, const char *name, const em_json *v, st_
   if (em_checked_numel(e->ndim, e->sizes, INT64_MAX / size, &numel) != 0)
     return em_error("load: tensor '%s' in %s has an absurd shape %s", name, path,
                     em_shape_str(sb, sizeof sb, e->ndim, e->sizes));
+  if (!em_shape_fits(e->ndim, e->sizes)) /* zero-size shapes whose strides overflow */
+    return em_error("load: tensor '%s' in %s has an absurd shape %s (too large for a tensor)",
+                    name, path, em_shape_str(sb, sizeof sb, e->ndim, e->sizes));
   if (numel * size != e->end - e->begin)
     return em_error("load: tensor '%s' in %s: shape %s of %s needs %lld bytes, data_offsets "
                     "[%lld, %lld] give %lld", name, path,
@@ -219,6 +222,22 @@ static int parse_header(em_safetensors *f, const char *text, size_t len) {
   return rc;
 }
 
+/* Reads n bytes at off, through short reads and interruptions. Returns the count read: n, or
+ * less at the end of the file (errno untouched), or -1 with errno from the failing pread. A
+ * short count must be reported as truncation: errno then holds whatever an earlier call left. */
+static int64_t read_at(int fd, void *dst, int64_t n, int64_t off) {
+  int64_t got = 0;
+  while (got < n) {
+    int64_t chunk = n - got > (1 << 30) ? (1 << 30) : n - got;
+    ssize_t k = pread(fd, (char *)dst + got, (size_t)chunk, (off_t)(off + got));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (k == 0) break;
+    got += k;
+  }
+  return got;
+}
+
 em_safetensors *em_safetensors_open(const char *path) {
   if (path == NULL) return em_error_null("load: expected a file path, got NULL");
   em_safetensors *f = calloc(1, sizeof *f);
@@ -238,9 +257,14 @@ em_safetensors *em_safetensors_open(const char *path) {
   }
   int64_t size = (int64_t)st.st_size;
   unsigned char len8[8];
-  if (size < 8 || pread(f->fd, len8, 8, 0) != 8) {
+  int64_t got = size < 8 ? 0 : read_at(f->fd, len8, 8, 0);
+  if (got < 0) {
+    em_error("load: cannot read %s: %s", path, strerror(errno));
+    goto fail;
+  }
+  if (got < 8) {
     em_error("load: %s is not a safetensors file: it has %lld bytes, too few for the 8-byte "
-             "header length", path, (long long)size);
+             "header length", path, (long long)(size < 8 ? size : got));
     goto fail;
   }
   uint64_t n = em_load_le64(len8);
@@ -256,9 +280,12 @@ em_safetensors *em_safetensors_open(const char *path) {
   }
   char *text = malloc(n + 1);
   if (text == NULL) goto oom;
-  if (pread(f->fd, text, n, 8) != (ssize_t)n) {
+  got = read_at(f->fd, text, (int64_t)n, 8);
+  if (got != (int64_t)n) {
     free(text);
-    em_error("load: cannot read %s: %s", path, strerror(errno));
+    if (got < 0) em_error("load: cannot read %s: %s", path, strerror(errno));
+    else em_error("load: %s is truncated: expected %lld bytes of header, got %lld", path,
+                  (long long)n, (long long)got);
     goto fail;
   }
   text[n] = '\0';
@@ -330,20 +357,15 @@ em_tensor *em_safetensors_tensor(const em_safetensors *f, int64_t i) {
   em_tensor *t = em_empty(e->ndim, e->sizes, e->dtype, EM_CPU);
   if (t == NULL) return NULL;
   char *dst = em_data_ptr(t);
-  int64_t want = e->end - e->begin, got = 0;
-  while (got < want) {
-    int64_t chunk = want - got > (1 << 30) ? (1 << 30) : want - got;
-    ssize_t k = pread(f->fd, dst + got, (size_t)chunk, (off_t)(f->data_start + e->begin + got));
-    if (k <= 0) {
-      if (k < 0 && errno == EINTR) continue;
-      em_release(t);
-      if (k == 0)
-        return em_error_null("load: %s is truncated: tensor '%s' needs bytes up to %lld of "
-                             "the file", f->path, e->name,
-                             (long long)(f->data_start + e->end));
-      return em_error_null("load: cannot read %s: %s", f->path, strerror(errno));
-    }
-    got += k;
+  int64_t want = e->end - e->begin;
+  int64_t got = read_at(f->fd, dst, want, f->data_start + e->begin);
+  if (got != want) {
+    int e_no = errno;
+    em_release(t);
+    if (got >= 0)
+      return em_error_null("load: %s is truncated: tensor '%s' needs bytes up to %lld of "
+                           "the file", f->path, e->name, (long long)(f->data_start + e->end));
+    return em_error_null("load: cannot read %s: %s", f->path, strerror(e_no));
   }
   if (!em_host_is_little_endian()) em_swap_bytes(dst, em_numel(t), em_dtypes[e->dtype].size);
   return t;

@@ -72,6 +72,7 @@ static int copy_recorded(em_tensor *dst, const em_tensor *src) {
 
 int em_copy_(em_tensor *dst, const em_tensor *src) {
   if (dst == NULL || src == NULL) return em_error("copy_: expected two tensors, got NULL");
+  if (em_check_writable("copy_", dst) != 0) return -1; /* the last write would win */
   const em_tensor *both[2] = {dst, src};
   if (dst->device_id == src->device_id && em_ag_should_record(2, both))
     return copy_recorded(dst, src);
@@ -96,19 +97,21 @@ static int copy_raw(em_tensor *dst, const em_tensor *src) {
   return rc;
 }
 
-int em_fill_(em_tensor *t, double value) {
-  if (t == NULL) return em_error("fill_: expected a tensor, got NULL");
-  if (em_check_fill_value("fill_", (em_dtype)t->dtype_id, value) != 0) return -1;
+static int fill_named(const char *fn, em_tensor *t, double value) {
+  if (t == NULL) return em_error("%s: expected a tensor, got NULL", fn);
+  if (em_check_fill_value(fn, (em_dtype)t->dtype_id, value) != 0) return -1;
   if (em_numel(t) == 0) return 0;
+  if (em_check_writable(fn, t) != 0) return -1; /* refused as every in-place op is */
   const em_backend *be = em_device_backend(t->device_id);
   if (be->fill == NULL)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "fill_: not implemented on %s", be->name);
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented on %s", fn, be->name);
   int rc = be->fill(t, value);
   if (rc == 0) em_bump_version(t);
   return rc;
 }
 
-int em_zero_(em_tensor *t) { return em_fill_(t, 0.0); }
+int em_fill_(em_tensor *t, double value) { return fill_named("fill_", t, value); }
+int em_zero_(em_tensor *t) { return fill_named("zero_", t, 0.0); }
 
 static em_tensor *copy_to(const char *fn, const em_tensor *t, em_dtype dtype, int device) {
   if (t == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);

@@ -249,10 +249,7 @@ int em_ew_check_inplace(em_ew *ew, const em_tensor *self, em_dtype result) {
   if (!em_can_cast(result, (em_dtype)self->dtype_id))
     return em_error("%s: result type %s cannot be stored in place into a %s tensor", ew->fn,
                     em_dtype_name(result), em_dtype_name((em_dtype)self->dtype_id));
-  for (int d = 0; d < self->ndim; d++)
-    if (self->strides[d] == 0 && self->sizes[d] > 1)
-      return em_error("%s: cannot write in place into an expanded tensor (stride 0 in "
-                      "dimension %d); clone it first", ew->fn, d);
+  if (em_check_writable(ew->fn, self) != 0) return -1;
   return check_overlap(ew, self);
 }
 

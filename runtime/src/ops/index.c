@@ -105,11 +105,7 @@ static int check_bounds(const char *fn, const em_tensor *index, int dim, int64_t
 
 /* In-place targets must not be expanded: two positions would share one element. */
 static int check_writable(const char *fn, const em_tensor *x) {
-  for (int d = 0; d < x->ndim; d++)
-    if (x->strides[d] == 0 && x->sizes[d] > 1)
-      return em_error("%s: cannot write in place into an expanded tensor (stride 0 in "
-                      "dimension %d); clone it first", fn, d);
-  return 0;
+  return em_check_writable(fn, x); /* overlapping windows too (layout_check.c) */
 }
 
 /* A view of t with the given sizes in every dimension (each no larger than t's), on the stack,
@@ -185,7 +181,12 @@ static em_tensor *index_select(const em_tensor *x, int dim, const em_tensor *ind
   memcpy(sizes, x1->sizes, sizeof sizes);
   sizes[d] = n;
   out = em_empty(x->ndim, sizes, (em_dtype)x->dtype_id, x->device_id);
-  if (out == NULL || n == 0 || em_numel(out) == 0) goto done;
+  if (out != NULL && (n == 0 || em_numel(out) == 0)) {
+    /* nothing to pick, but still part of the graph: the gradient is zeros */
+    EM_AG_RECORD(out, 1, &x, em_ag_record_index_select(out, x, d, ci));
+    goto done;
+  }
+  if (out == NULL) goto done;
   const em_backend *be = em_device_backend(x->device_id);
   em_tensor oh;
   const em_tensor *o1 = as_1d(&oh, out);
@@ -243,7 +244,11 @@ em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index) {
   if (check_fits(fn, i1, x1, "the input", d) != 0 || check_bounds(fn, idx, d, x1->sizes[d]) != 0)
     goto done;
   out = em_empty(idx->ndim, idx->sizes, (em_dtype)x->dtype_id, x->device_id);
-  if (out == NULL || em_numel(out) == 0) goto done;
+  if (out != NULL && em_numel(out) == 0) { /* still in the graph: the gradient is zeros */
+    EM_AG_RECORD(out, 1, &x, em_ag_record_gather(out, x, d, idx));
+    goto done;
+  }
+  if (out == NULL) goto done;
   /* The kernel walks index's shape: x narrowed to it except along dim. */
   int64_t sizes[EM_MAX_DIMS];
   memcpy(sizes, i1->sizes, sizeof sizes);

@@ -325,6 +325,8 @@ em_tensor *em_repeat(const em_tensor *x, int ndim, const int64_t *repeats) {
   em_tensor *out = em_empty(ndim, sizes, (em_dtype)x->dtype_id, x->device_id);
   if (out == NULL || em_numel(out) == 0) {
     if (out == NULL) em_error_prefix(fn);
+    /* an empty result stays in the graph (its gradient is zeros): an empty batch trains */
+    EM_AG_RECORD(out, 1, &x, em_ag_record_repeat(out, x, ndim, repeats));
     return out;
   }
   int rc = repeat_by_expand(out, &xp, repeats);
@@ -365,7 +367,10 @@ static em_tensor *triangle(const char *fn, const em_tensor *x, int64_t k, bool l
     return em_error_null("%s: expected a tensor with at least 2 dimensions, got %d", fn,
                          x->ndim);
   em_tensor *out = em_zeros(x->ndim, x->sizes, (em_dtype)x->dtype_id, x->device_id);
-  if (out == NULL || em_numel(out) == 0) return out;
+  if (out == NULL || em_numel(out) == 0) { /* empty: still in the graph, gradient zeros */
+    EM_AG_RECORD(out, 1, &x, em_ag_record_triangle(out, x, k, lower));
+    return out;
+  }
   int64_t rows = x->sizes[x->ndim - 2], cols = x->sizes[x->ndim - 1];
   /* Clamp k so that i + k cannot overflow: beyond these bounds nothing changes. */
   if (k > cols) k = cols;

@@ -343,6 +343,16 @@ em_tensor *em_dot(const em_tensor *a, const em_tensor *b) {
 
 em_tensor *em_outer(const em_tensor *a, const em_tensor *b) {
   const char *fn = "outer";
+  if (a && b && a->dtype_id != b->dtype_id && a->dtype_id != EM_BOOL && b->dtype_id != EM_BOOL) {
+    /* two dtypes promote, as PyTorch's outer (a product a[i] * b[j]) does */
+    em_dtype dt = em_promote_types((em_dtype)a->dtype_id, (em_dtype)b->dtype_id);
+    em_tensor *pa = em_to_dtype(a, dt), *pb = pa ? em_to_dtype(b, dt) : NULL;
+    em_tensor *r = pb ? em_outer(pa, pb) : NULL;
+    em_release(pa);
+    em_release(pb);
+    if (r == NULL) em_error_prefix(fn);
+    return r;
+  }
   if (check_pair(fn, a, b) != 0 || check_ndims(fn, "1-D tensors", a, 1, b, 1) != 0) return NULL;
   em_tensor col, row; /* [N,1] @ [1,M]: K = 1 */
   return product(fn, a, b, as_col(&col, a), as_row(&row, b), false, false, NULL, 0, 1);

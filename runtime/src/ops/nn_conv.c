@@ -111,7 +111,9 @@ static em_tensor *conv_half(int kind, const em_tensor *a, const em_tensor *b,
 
 /* Whether the backend's kernels take this 16-bit dtype themselves. */
 static bool native_half(const em_tensor *a) {
-  return a->dtype_id == EM_BFLOAT16 && em_device_backend(a->device_id)->conv_bf16;
+  const em_backend *be = em_device_backend(a->device_id);
+  if (a->dtype_id == EM_BFLOAT16 && be->conv_bf16) return true;
+  return be->conv_half != NULL && be->conv_half(a->device_id, (em_dtype)a->dtype_id);
 }
 
 static em_tensor *conv_op(int kind, const em_tensor *a, const em_tensor *b, const em_tensor *bias,

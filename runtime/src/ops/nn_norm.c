@@ -234,14 +234,18 @@ int em_nn_batch_norm_backward(const em_tensor *gy, const em_tensor *x, const em_
   int64_t C = x->sizes[1];
   em_dtype dt = (em_dtype)x->dtype_id;
   em_tensor *x3 = as_ncs(x), *g3 = as_ncs(gy), *gx3 = NULL;
+  /* the kernels index weight[c] densely: a strided or expanded (stride 0) weight is made
+   * contiguous here, as every other parameter is before it reaches a kernel */
+  em_tensor *cw = weight ? em_contiguous(weight) : NULL;
   if (gx) *gx = em_empty(x->ndim, x->sizes, dt, x->device_id);
   if (gw) *gw = em_empty(1, &C, dt, x->device_id);
   if (gb) *gb = em_empty(1, &C, dt, x->device_id);
   if (gx && *gx) gx3 = as_ncs(*gx);
-  int rc = x3 && g3 && (!gx || gx3) && (!gw || *gw) && (!gb || *gb) ? 0 : -1;
+  int rc = x3 && g3 && (cw || !weight) && (!gx || gx3) && (!gw || *gw) && (!gb || *gb) ? 0 : -1;
   if (rc == 0 && C > 0)
     rc = be->batch_norm_backward(gx3, gw ? *gw : NULL, gb ? *gb : NULL, g3, x3, mean, invstd,
-                                 weight, training);
+                                 cw, training);
+  em_release(cw);
   em_release(x3);
   em_release(g3);
   em_release(gx3);

@@ -238,6 +238,25 @@ static int check_indices(const char *fn, const em_tensor *ind, int64_t plane) {
   return rc;
 }
 
+/* max_unpool2d stores each value at its index, as PyTorch does: where overlapping windows
+ * (stride < kernel) picked one element twice, it appears once, not summed (the sum is max
+ * pooling's gradient, em_nn_max_unpool). A scatter into zeros over planes [N, C, OH * OW]; its
+ * gradient is the gather at the same indices, as PyTorch's. */
+static em_tensor *unpool_store(const em_tensor *x4, const em_tensor *i4, const int64_t *os) {
+  int64_t planes[3] = {x4->sizes[0], x4->sizes[1], x4->sizes[2] * x4->sizes[3]};
+  int64_t out3[3] = {x4->sizes[0], x4->sizes[1], os[0] * os[1]};
+  int64_t out4[4] = {x4->sizes[0], x4->sizes[1], os[0], os[1]};
+  em_tensor *src = em_reshape(x4, 3, planes), *idx = src ? em_reshape(i4, 3, planes) : NULL;
+  em_tensor *z = idx ? em_zeros(3, out3, (em_dtype)x4->dtype_id, x4->device_id) : NULL;
+  em_tensor *y3 = z ? em_scatter(z, 2, idx, src) : NULL;
+  em_tensor *y = y3 ? em_reshape(y3, 4, out4) : NULL;
+  em_release(src);
+  em_release(idx);
+  em_release(z);
+  em_release(y3);
+  return y;
+}
+
 em_tensor *em_max_unpool2d(const em_tensor *input, const em_tensor *indices,
                            const int64_t *output_size) {
   const char *fn = "max_unpool2d";
@@ -262,13 +281,10 @@ em_tensor *em_max_unpool2d(const em_tensor *input, const em_tensor *indices,
   if (em_numel(indices) > 0 && check_indices(fn, indices, output_size[0] * output_size[1]) != 0)
     return NULL;
   em_tensor *x4 = as_batched(input), *i4 = as_batched(indices);
-  em_tensor *y = NULL;
-  if (x4 && i4) {
-    int64_t sizes[4] = {x4->sizes[0], x4->sizes[1], output_size[0], output_size[1]};
-    y = em_nn_max_unpool(x4, i4, sizes);
-  }
+  em_tensor *y = x4 && i4 ? unpool_store(x4, i4, output_size) : NULL;
   em_release(x4);
   em_release(i4);
+  if (y == NULL) em_error_prefix(fn);
   return drop_batch(y, input);
 }
 

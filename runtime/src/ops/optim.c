@@ -48,6 +48,9 @@ static int check_writable(const char *fn, const char *what, const em_tensor *t) 
     if (t->strides[d] == 0 && t->sizes[d] > 1)
       return em_error("%s: %s has a stride-0 (expanded) dimension %d and cannot be written in "
                       "place", fn, what, d);
+  if (em_has_internal_overlap(t))
+    return em_error("%s: %s has elements that overlap in memory and cannot be written in place",
+                    fn, what);
   return 0;
 }
 

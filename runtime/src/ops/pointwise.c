@@ -13,7 +13,8 @@ static const char *unary_names[EM_NUM_UNARY] = {
   "neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
   "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "softplus", "floor", "ceil", "round",
   "trunc", "reciprocal", "square", "erf", "isnan", "isinf", "isfinite", "logical_not",
-  "bitwise_not",
+  "bitwise_not", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
+  "log10", "exp2", "erfc", "erfinv", "lgamma", "digamma",
 };
 
 static const char *binary_names[EM_NUM_BINARY] = {

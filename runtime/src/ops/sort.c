@@ -32,6 +32,7 @@ static int sort_impl(const char *fn, const em_tensor *x, int dim, int descending
     if (be->sort(v, i, x, d, descending != 0) != 0) goto fail;
   }
   if (x->ndim > 0 && em_ag_should_record(1, &x) && em_ag_record_sort(v, i, x, d) != 0) goto fail;
+  if (x->ndim == 0 && (v = em_ag_copy(x, v)) == NULL) goto fail; /* the value passes through */
   if (values) *values = v;
   else em_release(v);
   if (indices) *indices = i;
@@ -76,10 +77,13 @@ int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_
   if (x->ndim == 0 && k == 1) { /* a 0-d tensor keeps its shape, as in PyTorch */
     v = em_retain(sv);
     i = em_retain(si);
-  } else if (x->ndim == 0) { /* k == 0: nothing, as a 1-D tensor of no elements */
-    int64_t zero = 0;
-    v = em_empty(1, &zero, (em_dtype)x->dtype_id, x->device_id);
-    i = v ? em_empty(1, &zero, EM_INT64, x->device_id) : NULL;
+  } else if (x->ndim == 0) { /* k == 0: nothing, as a 1-D tensor of no elements (views of
+                                * the sort, so the empty result stays in the graph) */
+    int64_t one = 1;
+    nv = em_reshape(sv, 1, &one);
+    ni = nv ? em_reshape(si, 1, &one) : NULL;
+    v = ni ? em_narrow(nv, 0, 0, 0) : NULL;
+    i = v ? em_narrow(ni, 0, 0, 0) : NULL;
   } else {
     nv = em_narrow(sv, d, 0, k);
     ni = nv ? em_narrow(si, d, 0, k) : NULL;

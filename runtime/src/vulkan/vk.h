@@ -156,6 +156,7 @@ typedef struct vk_device vk_device;
 typedef enum vk_kernel_id {
   VK_KERNEL_COPY, VK_KERNEL_CAST, VK_KERNEL_CAST_F64,
   VK_KERNEL_PW_F32, VK_KERNEL_PW_I32, VK_KERNEL_PW_F64, VK_KERNEL_PW_I64,
+  VK_KERNEL_SPECIAL_F32, VK_KERNEL_SPECIAL_F64, /* special.comp: unary ops from EM_ASIN on */
   VK_NUM_KERNELS
 } vk_kernel_id;
 

@@ -41,6 +41,7 @@ int em_vk_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor 
                             const em_tensor *bias, const struct em_conv_geom *g);
 int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                              const struct em_conv_geom *g);
+bool em_vk_conv_half(int device, em_dtype dt);
 int em_vk_max_pool2d(em_tensor *y, em_tensor *indices, const em_tensor *x,
                      const struct em_pool_geom *g);
 int em_vk_max_unpool2d(em_tensor *gx, const em_tensor *gy, const em_tensor *indices);
@@ -137,6 +138,7 @@ const em_backend em_vulkan_backend = {
   .conv2d = em_vk_conv2d,
   .conv2d_input_grad = em_vk_conv2d_input_grad,
   .conv2d_weight_grad = em_vk_conv2d_weight_grad,
+  .conv_half = em_vk_conv_half,
   .max_pool2d = em_vk_max_pool2d,
   .max_unpool2d = em_vk_max_unpool2d,
   .avg_pool2d = em_vk_avg_pool2d,

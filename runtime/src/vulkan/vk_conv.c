@@ -85,6 +85,8 @@ static int gemm_launch(int mode, conv_push *p, const em_tensor *out, const em_te
 
 int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
                  const em_conv_geom *g) {
+  if (y->dtype_id == EM_FLOAT16 || y->dtype_id == EM_BFLOAT16)
+    return em_vk_conv2d_cols(y, x, w, bias, g);
   if (em_vk_conv_float(y, "conv2d") != 0) return -1;
   conv_push p;
   const em_tensor *ts[4] = {y, x, w, bias};
@@ -98,6 +100,8 @@ int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_
 
 int em_vk_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
                             const em_tensor *bias, const em_conv_geom *g) {
+  if (gx->dtype_id == EM_FLOAT16 || gx->dtype_id == EM_BFLOAT16)
+    return em_vk_conv2d_input_grad_cols(gx, gy, w, bias, g);
   if (em_vk_conv_float(gx, "conv2d_input_grad") != 0) return -1;
   conv_push p;
   const em_tensor *ts[4] = {gx, gy, w, bias};
@@ -159,6 +163,8 @@ int em_vk_sum_splits(em_tensor *out, const em_tensor *part, uint32_t splits, int
 
 int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
                              const em_conv_geom *g) {
+  if (gw->dtype_id == EM_FLOAT16 || gw->dtype_id == EM_BFLOAT16)
+    return em_vk_conv2d_weight_grad_cols(gw, x, gy, g);
   if (em_vk_conv_float(gw, "conv2d_weight_grad") != 0) return -1;
   conv_push p;
   const em_tensor *ts[3] = {gw, x, gy};

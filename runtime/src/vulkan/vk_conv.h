@@ -30,4 +30,21 @@ static inline uint32_t em_vk_conv_blocks(int64_t n) {
 int em_vk_sum_splits(em_tensor *out, const em_tensor *part, uint32_t splits, int64_t total,
                      double alpha, double beta);
 
+/* vk_conv_cols.c: 16-bit convolutions as products on the tensor-core kernels over column
+ * matrices; em_vk_conv_half is the backend's conv_half (which dtypes the conv slots take). */
+bool em_vk_conv_half(int device, em_dtype dt);
+int em_vk_conv2d_cols(em_tensor *y, const em_tensor *x, const em_tensor *w,
+                      const em_tensor *bias, const struct em_conv_geom *g);
+int em_vk_conv2d_input_grad_cols(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                                 const em_tensor *bias, const struct em_conv_geom *g);
+int em_vk_conv2d_weight_grad_cols(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                                  const struct em_conv_geom *g);
+/* vk_conv.c's float32/float64 kernels (the fallback of the column method too). */
+int em_vk_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                 const struct em_conv_geom *g);
+int em_vk_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
+                            const em_tensor *bias, const struct em_conv_geom *g);
+int em_vk_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
+                             const struct em_conv_geom *g);
+
 #endif

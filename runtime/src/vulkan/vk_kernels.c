@@ -478,6 +478,10 @@ int em_vk_unary(em_unary_op op, em_tensor *out, const em_tensor *x) {
   const char *fn = em_unary_name(op);
   vk_params p = {0};
   p.op = (uint32_t)op;
+  if (op >= EM_ASIN) { /* special.comp (float dtypes only: the definition casts integers) */
+    k = k == VK_KERNEL_PW_F64 ? VK_KERNEL_SPECIAL_F64 : VK_KERNEL_SPECIAL_F32;
+    p.op = (uint32_t)(op - EM_ASIN);
+  }
   const em_tensor *ts[2] = {out, x};
   return launch(fn, k, &p, ts, 2);
 }

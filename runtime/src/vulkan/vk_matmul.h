@@ -33,6 +33,9 @@ enum { MM_PUSH_F32 = 104, MM_PUSH_WIDE = 112 };
 #define MM_ROWS(t) ((t)->sizes[(t)->ndim - 2])
 #define MM_COLS(t) ((t)->sizes[(t)->ndim - 1])
 
+/* The gemm slot (vk_matmul.c): out[z] = alpha * a[z] @ b[z] + beta * out[z]; takes the lock. */
+int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
+               double beta);
 bool em_vk_mm_fits_i32(int64_t v);
 uint32_t em_vk_mm_layout(const em_tensor *t, int chunk);
 int em_vk_mm_push_common(mm_push *p, const em_tensor *out, const em_tensor *a,
@@ -48,6 +51,12 @@ bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
                        const em_tensor *b);
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta);
+/* Whether a tensor-core kernel takes dtype dt products on D now; with out_f32, products
+ * with float32 results (the coopmat2 kernel only). */
+bool em_vk_coop_dtype(vk_device *D, em_dtype dt, bool out_f32);
+/* out (float32) = a @ b of 16-bit operands on the coopmat2 kernel (alpha 1, beta 0): the
+ * accumulator stored unrounded. Any batch layout em_vk_coop_gemm takes. With D->lock held. */
+int em_vk_coop_gemm_f32(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b);
 
 /* The feature structures of VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2, declared
  * here because Debian 12's headers (1.3.239) predate them. */

@@ -502,6 +502,9 @@ static void cm2_tile(const coop_push *p, int64_t nb, uint32_t t[4]) {
   }
   bool large = cdiv(p->M, 128) * cdiv(p->N, 256) * nb >= 256;
   t[0] = 128, t[1] = large ? 256 : 128, t[2] = 32, t[3] = 0;
+  /* 64 rows or fewer (a convolution's 64 filters, its weight gradient's rows): a 128-row tile
+   * would compute half zeros */
+  if (p->M <= 64) t[0] = 64, t[1] = 128;
 }
 
 /* The subgroup-scope kernel's configuration (kernels/coopmat/matmul_coop.comp's CFG): WM x WN
@@ -534,8 +537,32 @@ static uint32_t coop_cfg(const vk_device *D, uint32_t *threads, uint32_t *bm, ui
   return cfg;
 }
 
+static int coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                     double alpha, double beta, bool out_f32);
+
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta) {
+  return coop_gemm(D, out, a, b, alpha, beta, false);
+}
+
+bool em_vk_coop_dtype(vk_device *D, em_dtype dt, bool out_f32) {
+  int flavor = flavor_now(D);
+  if (flavor == FLAVOR_NONE || (out_f32 && flavor != FLAVOR_CM2)) return false;
+  if (dt == EM_BFLOAT16) return flavor == FLAVOR_CM2 && (enabled_of[D->id] & BIT_CM2_BF16);
+  return dt == EM_FLOAT16;
+}
+
+int em_vk_coop_gemm_f32(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b) {
+  if (!em_vk_coop_dtype(D, (em_dtype)a->dtype_id, true) || out->dtype_id != EM_FLOAT32 ||
+      b->dtype_id != a->dtype_id)
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "gemm: float32 results of %s products "
+                             "need the coopmat2 kernel, which %s lacks",
+                             em_dtype_name((em_dtype)a->dtype_id), D->name);
+  return coop_gemm(D, out, a, b, 1.0, 0.0, true);
+}
+
+static int coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                     double alpha, double beta, bool out_f32) {
   coop_push p = {0};
   bool acol, bcol;
   if (!coop_push_for(&p, &acol, &bcol, out, a, b))
@@ -550,10 +577,10 @@ int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_t
   if (flavor == FLAVOR_CM2) {
     uint32_t t[4];
     cm2_tile(&p, nb, t);
-    modes |= t[3];
+    modes |= t[3] | (out_f32 ? 64u : 0u);
     if (aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2) && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2))
       modes |= 4u;
-    L.module = out->dtype_id == EM_BFLOAT16 ? "matmul_cm2_bf16" : "matmul_cm2";
+    L.module = a->dtype_id == EM_BFLOAT16 ? "matmul_cm2_bf16" : "matmul_cm2";
     L.spec[0] = modes, L.spec[1] = t[0], L.spec[2] = t[1], L.spec[3] = t[2];
     return grid(D, &L, &p, nb, t[0], t[1]);
   }

@@ -38,10 +38,12 @@ static const char *kernel_modules[VK_NUM_KERNELS] = {
   [VK_KERNEL_PW_I32] = "pointwise_I32",
   [VK_KERNEL_PW_F64] = "pointwise_F64",
   [VK_KERNEL_PW_I64] = "pointwise_I64",
+  [VK_KERNEL_SPECIAL_F32] = "special_F32",
+  [VK_KERNEL_SPECIAL_F64] = "special_F64",
 };
 
 bool em_vk_kernel_supported(const vk_device *D, vk_kernel_id k) {
-  if (k == VK_KERNEL_CAST_F64 || k == VK_KERNEL_PW_F64) return (D->features & EM_FEATURE_FLOAT64) != 0;
+  if (k == VK_KERNEL_CAST_F64 || k == VK_KERNEL_PW_F64 || k == VK_KERNEL_SPECIAL_F64) return (D->features & EM_FEATURE_FLOAT64) != 0;
   return true;
 }
 
