@@ -70,7 +70,7 @@ local function sized(fn, cfun)
   return function(...)
     local n, sizes, opts = core.parse_sizes(fn, ...)
     local dtype, device = creation.options(opts, fn)
-    return own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device)
+    return creation.leaf(own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device), opts)
   end
 end
 M.rand = sized('rand', C.em_rand)

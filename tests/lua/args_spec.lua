@@ -305,3 +305,24 @@ describe('options of functional ops and other modules', function()
     end)
   end
 end)
+
+describe('creation options', function()
+  it('take requires_grad, as PyTorch: a leaf that requires grad', function()
+    for _, make in ipairs({
+      function(o) return ember.ones(3, o) end, function(o) return ember.zeros({ 2 }, o) end,
+      function(o) return ember.full({ 2 }, 0.5, o) end, function(o) return ember.tensor({ 1.5 }, o) end,
+      function(o) return ember.arange(0, 1, 0.5, o) end, function(o) return ember.linspace(0, 1, 3, o) end,
+      function(o) return ember.rand(2, o) end, function(o) return ember.randn(2, o) end,
+      function(o) return ember.zeros_like(ember.zeros(2), o) end,
+    }) do
+      local x = make({ requires_grad = true })
+      assert.is_true(x.requires_grad)
+      assert.is_nil(x.grad_fn)
+      assert.is_false(make({ requires_grad = false }).requires_grad)
+      assert.is_false(make(nil).requires_grad)
+    end
+    H.assert_error(function() ember.ones(2, { requires_grad = 1 }) end,
+      'expected requires_grad to be a boolean, got number')
+    H.assert_error(function() ember.ones(2, { dtype = 'int64', requires_grad = true }) end, 'int64')
+  end)
+end)

@@ -75,7 +75,7 @@ function M.check_options(fn, opts, allowed, level)
   level = (level or 2) + 1
   if opts == nil then return {} end
   if type(opts) ~= 'table' then
-    error(('%s: expected a table of options, got %s'):format(fn, type(opts)), level)
+    error(('%s: expected an options table, got %s'):format(fn, type(opts)), level)
   end
   local set = allowed
   if allowed[1] ~= nil then
