@@ -192,8 +192,9 @@ local function like(x, opts, fn)
   if opts ~= nil and type(opts) ~= 'table' then
     error(fn .. ': expected an options table {dtype=..., device=...}, got ' .. type(opts), 3)
   end
-  opts = opts or {}
-  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id }
+  opts = require('ember.util.names').check_options(fn, opts, { 'dtype', 'device', 'requires_grad' }, 3)
+  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id,
+    requires_grad = opts.requires_grad }
 end
 function M.rand_like(x, opts) return M.rand(x:size(), like(x, opts, 'rand_like')) end
 function M.randn_like(x, opts) return M.randn(x:size(), like(x, opts, 'randn_like')) end

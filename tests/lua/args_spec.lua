@@ -297,6 +297,21 @@ describe('options of functional ops and other modules', function()
     { 'multinomial', function() ember.multinomial(ember.ones(3), 1, { replace = true }) end, 'replace', 'replacement' },
     { 'autocast', function() ember.autocast({ devcie = 'cpu' }, function() end) end, 'devcie', 'device' },
     { 'GradScaler', function() ember.amp.GradScaler({ init_scal = 2 }) end, 'init_scal', 'init_scale' },
+    { 'backward', function()
+      ember.ones(1, { requires_grad = true }):sum():backward({ retain_grpah = true })
+    end, 'retain_grpah', 'retain_graph' },
+    { 'grad', function()
+      local x = ember.ones(1, { requires_grad = true })
+      ember.autograd.grad({ x:sum() }, { x }, { allow_unusd = true })
+    end, 'allow_unusd', 'allow_unused' },
+    { 'gradcheck', function()
+      ember.autograd.gradcheck(function(x) return x * 2 end,
+        { ember.ones(1, { dtype = 'float64', requires_grad = true }) }, { atl = 1 })
+    end, 'atl', 'atol' },
+    { 'unique', function() ember.tensor({ 1, 1 }):unique({ return_count = true }) end, 'return_count', 'return_counts' },
+    { 'progress', function() ember.progress(3, { dsec = 'x' }) end, 'dsec', 'desc' },
+    { 'rand_like', function() ember.rand_like(ember.zeros(2), { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'to', function() ember.zeros(2):to({ dtpye = 'float64' }) end, 'dtpye', 'dtype' },
   }
   for _, c in ipairs(cases) do
     it(c[1] .. ' refuses a misspelt option and suggests the valid one', function()
