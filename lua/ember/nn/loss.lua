@@ -244,21 +244,7 @@ local function loss_module(name, call, repr)
     self.reduction = opts.reduction or 'mean'
   end
   cls.forward = function(self, input, target) return call(self, input, target) end
-  -- Torch7's criterion idiom: crit:forward(out, target) is the loss; crit:backward(out, target)
-  -- is its gradient with respect to out (a tensor of out's shape, also kept as
-  -- self.gradInput). A loss that does not reduce ('none') is differentiated as its sum.
-  cls.backward = function(self, input, target)
-    local E = require 'ember'
-    if not E.is_tensor(input) then
-      error(name .. ':backward: expected the output tensor and the target, got ' .. type(input), 2)
-    end
-    local x = input:detach():requires_grad_(true)
-    local loss = E.enable_grad(function() return call(self, x, target) end)
-    local g = E.autograd.grad({ loss }, { x }, { grad_outputs = { E.ones_like(loss) },
-      allow_unused = true })[1]
-    rawset(self, 'gradInput', g or E.zeros_like(input))
-    return self.gradInput
-  end
+  cls.backward = require('ember.nn.criterion').backward(name, call) -- Torch7's idiom
   cls.extra_repr = repr or function(self) return "reduction='" .. self.reduction .. "'" end
   M[name] = cls
 end
