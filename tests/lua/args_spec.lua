@@ -312,6 +312,7 @@ describe('options of functional ops and other modules', function()
     { 'progress', function() ember.progress(3, { dsec = 'x' }) end, 'dsec', 'desc' },
     { 'rand_like', function() ember.rand_like(ember.zeros(2), { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
     { 'to', function() ember.zeros(2):to({ dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'var', function() ember.zeros(3):var({ unbaised = false }) end, 'unbaised', 'unbiased' },
   }
   for _, c in ipairs(cases) do
     it(c[1] .. ' refuses a misspelt option and suggests the valid one', function()
