@@ -313,6 +313,13 @@ describe('options of functional ops and other modules', function()
     { 'rand_like', function() ember.rand_like(ember.zeros(2), { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
     { 'to', function() ember.zeros(2):to({ dtpye = 'float64' }) end, 'dtpye', 'dtype' },
     { 'var', function() ember.zeros(3):var({ unbaised = false }) end, 'unbaised', 'unbiased' },
+    { 'StepLR', function()
+      ember.optim.lr_scheduler.StepLR(ember.optim.SGD({ ember.zeros(1) }, { lr = 1 }), { step_sise = 3 })
+    end, 'step_sise', 'step_size' },
+    { 'OneCycleLR', function()
+      ember.optim.lr_scheduler.OneCycleLR(ember.optim.SGD({ ember.zeros(1) }, { lr = 1, momentum = 0.9 }),
+        { max_lr = 1, total_steps = 10, pct_strat = 0.2 })
+    end, 'pct_strat', 'pct_start' },
   }
   for _, c in ipairs(cases) do
     it(c[1] .. ' refuses a misspelt option and suggests the valid one', function()

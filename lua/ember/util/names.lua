@@ -70,9 +70,10 @@ end
 
 -- Checks an options table: nil gives {}; anything but a plain table, or a key not in `allowed`
 -- (a list or a set of names), raises an error naming fn, at `level` as error's level in the
--- caller of check_options (default 2: the caller's caller). Returns opts, or {} for nil.
+-- caller of check_options (default 2: the caller's caller; 0: no position, for a caller that
+-- adds it when it raises the message again). Returns opts, or {} for nil.
 function M.check_options(fn, opts, allowed, level)
-  level = (level or 2) + 1
+  level = level == 0 and 0 or (level or 2) + 1
   if opts == nil then return {} end
   if type(opts) ~= 'table' then
     error(('%s: expected an options table, got %s'):format(fn, type(opts)), level)
