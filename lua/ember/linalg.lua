@@ -36,17 +36,7 @@ local out3 = ffi.new('em_tensor *[3]')
 
 -- Options tables: unknown keys are errors.
 local function options(fn, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(('%s: expected an options table, got %s'):format(fn, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(('%s: unknown option %s (expected %s)'):format(fn, tostring(k), table.concat(names, ', ')), 3)
-    end
-  end
-  return opts
+  return require('ember.util.names').check_options(fn, opts, allowed, 3)
 end
 
 -- ---- the raw C ops (no gradient) -----------------------------------------------------------

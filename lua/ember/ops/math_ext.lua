@@ -75,12 +75,7 @@ end
 M._as_tensor = as_tensor
 
 local function options(fn, opts, keys)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(fn .. ': expected an options table, got ' .. type(opts), 3) end
-  for k in pairs(opts) do
-    if not keys[k] then error(('%s: unknown option %s'):format(fn, tostring(k)), 3) end
-  end
-  return opts
+  return require('ember.util.names').check_options(fn, opts, keys, 3)
 end
 
 -- ---- compositions --------------------------------------------------------------------------
