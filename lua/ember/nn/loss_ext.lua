@@ -4,7 +4,7 @@
 --
 -- All but CTC are composed from pointwise ops and reductions (their gradients come from those,
 -- on every device). CTC calls em_ctc_loss (runtime/src/ops/nn_ctc.c): the alpha-beta recursion
--- in log space, on the CPU. reduction is 'mean' (default), 'sum' or 'none'.
+-- in log space, a kernel on the CPU and on Vulkan. reduction is 'mean' (default), 'sum' or 'none'.
 local ffi = require 'ffi'
 local Module = require 'ember.nn.module'
 local tensor = require 'ember.tensor'
