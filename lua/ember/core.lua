@@ -62,13 +62,14 @@ core.lua_terms = lua_terms
 
 -- Error positions point at the user's code, never at Ember's own Lua files: user_level(level)
 -- turns error()'s level, as seen from its caller, into the level of the first frame above it
--- that is not one of Ember's modules (files under the folder of this one). A C error found in a
--- module (a chain of wrappers, a layer's forward) thus reports the line that called Ember, and
--- a user's callback run by Ember (a module's forward) reports its own line. A C function there
--- (pcall(ember.zeros, 2.5)) gives no position, as Lua's own error levels do.
+-- that is neither one of Ember's modules (files under the folder of this one) nor a C
+-- function. A C error found in a module (a chain of wrappers, a layer's forward) thus reports
+-- the line that called Ember, and a user's callback run by Ember (a module's forward) reports
+-- its own line. C frames are passed too: in pcall(function() return ember.f(x) end) the tail
+-- call leaves only pcall between f and the line that made the call.
 local ember_prefix = '@' .. (debug.getinfo(1, 'S').source:match('^@(.*)core%.lua$') or '\0')
 local function internal(info)
-  return info.what ~= 'C' and info.source:sub(1, #ember_prefix) == ember_prefix
+  return info.what == 'C' or info.source:sub(1, #ember_prefix) == ember_prefix
 end
 function core.user_level(level)
   local l = (level or 1) + 1 -- as seen from here
