@@ -270,6 +270,7 @@ local function loss_module(name, fields, defaults, call)
     end
   end
   cls.forward = call
+  cls.backward = require('ember.nn.criterion').backward(name, call) -- Torch7's idiom
   function cls:extra_repr()
     local parts = {}
     for _, f in ipairs(fields) do parts[#parts + 1] = f .. '=' .. tostring(self[f]) end
