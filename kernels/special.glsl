@@ -142,18 +142,53 @@ float erfinv_f(float y) {
   return p * y;
 }
 
-// lgamma for x > 0: lgamma(x) = lgamma(x + n) - log(x (x+1) ... (x+n-1)) up to z >= 8, then
-// Stirling's series.
+// lgamma(1 + t) for |t| <= 1/2: its Taylor series -gamma t + sum_k (-1)^k zeta(k)/k t^k, to
+// t^24 (error below 3e-9). Near the roots 1 and 2 this keeps lgamma's relative accuracy, which
+// a difference of large logarithms (Stirling's series) would lose.
+const float LGAMMA1P_C[24] = float[](
+  4.166666915e-02, -4.347826605e-02, 4.545455629e-02, -4.761907033e-02, 5.000004770e-02,
+  -5.263167938e-02, 5.555576763e-02, -5.882397866e-02, 6.250095514e-02, -6.666870588e-02,
+  7.143294630e-02, -7.693251641e-02, 8.335384055e-02, -9.095401715e-02, 1.000994575e-01,
+  -1.113342659e-01, 1.255096695e-01, -1.440498968e-01, 1.695571770e-01, -2.073855510e-01,
+  2.705808084e-01, -4.006856344e-01, 8.224670334e-01, -5.772156649e-01);
+float lgamma1p_series(float t) {
+  float r = LGAMMA1P_C[0];
+  for (int k = 1; k < 24; k++) r = r * t + LGAMMA1P_C[k];
+  return r * t;
+}
+
+// lgamma for x > 0: the series on [0.5, 1.5] (through lgamma(x + 1) - log x below), the
+// recurrence down to [1.5, 2.5] (lgamma(2 + t) = lgamma(1 + t) + log1p(t)) up to 8, and
+// Stirling's series from 8 on, where lgamma is large.
 float lgamma_pos_f(float x) {
-  float prod = 1.0, z = x;
-  for (int k = 0; k < 8 && z < 8.0; k++) {
-    prod *= z;
-    z += 1.0;
+  if (x < 0.5) return lgamma1p_series(x) - log_f(x);
+  if (x <= 1.5) return lgamma1p_series(x - 1.0);
+  if (x < 8.0) {
+    float prod = 1.0, z = x;
+    for (int k = 0; k < 7 && z > 2.5; k++) {
+      z -= 1.0;  // exact
+      prod *= z;
+    }
+    float t = z - 2.0;
+    return lgamma1p_series(t) + log1p_f(t) + log_f(prod);
   }
-  if (isinf(z)) return z;
-  float f = 1.0 / (z * z);
-  float series = (1.0 / 12.0 + f * (-1.0 / 360.0 + f * (1.0 / 1260.0 + f * (-1.0 / 1680.0)))) / z;
-  return (z - 0.5) * log_f(z) - z + HALF_LOG_2PI_F + series - log_f(prod);
+  if (isinf(x)) return x;
+  float f = 1.0 / (x * x);
+  float series = (1.0 / 12.0 + f * (-1.0 / 360.0 + f * (1.0 / 1260.0 + f * (-1.0 / 1680.0)))) / x;
+  return (x - 0.5) * log_f(x) - x + HALF_LOG_2PI_F + series;
+}
+
+// sin and cos on [-pi/2, pi/2] by their Taylor series (error below 1e-9): NVIDIA's built-ins
+// hold only in absolute terms (about 2^-21), so a small argument's sine would lose digits.
+float sin_half_pi(float a) {
+  float a2 = a * a;
+  return a * (1.0 + a2 * (-1.0 / 6.0 + a2 * (1.0 / 120.0 + a2 * (-1.0 / 5040.0 + a2 * (1.0 / 362880.0 +
+         a2 * (-1.0 / 39916800.0 + a2 * (1.0 / 6227020800.0)))))));
+}
+float cos_half_pi(float a) {
+  float a2 = a * a;
+  return 1.0 + a2 * (-0.5 + a2 * (1.0 / 24.0 + a2 * (-1.0 / 720.0 + a2 * (1.0 / 40320.0 +
+         a2 * (-1.0 / 3628800.0 + a2 * (1.0 / 479001600.0 + a2 * (-1.0 / 87178291200.0)))))));
 }
 
 // lgamma: +inf at the poles and at -inf, reflection below 0 (the argument of sin reduced to
@@ -163,12 +198,13 @@ float lgamma_f(float x) {
   if (isinf(x)) return F_INF;
   if (x > 0.0) return lgamma_pos_f(x);
   if (x == floor(x)) return F_INF;
-  float s = abs(sin(M_PI_F * (x - round(x))));
+  float s = abs(sin_half_pi(M_PI_F * (x - round(x))));
   return log_f(M_PI_F / s) - lgamma_pos_f(1.0 - x);
 }
 
 // digamma as PyTorch: -inf at +0 (+inf at -0), NaN at the negative integers; reflection
-// below 0, the recurrence up to 10, then the asymptotic series.
+// below 0 (pi cot(pi x) from the series above: x - round(x) is within [-1/2, 1/2]), the
+// recurrence up to 10, then the asymptotic series.
 float digamma_f(float x) {
   if (x == 0.0) return copysign_f(F_INF, -x);
   if (isnan(x)) return x;
@@ -176,7 +212,7 @@ float digamma_f(float x) {
   if (x < 0.0) {
     if (isinf(x) || x == floor(x)) return F_NAN;
     float fr = M_PI_F * (x - round(x));
-    r = -M_PI_F * cos(fr) / sin(fr);
+    r = -M_PI_F * cos_half_pi(fr) / sin_half_pi(fr);
     x = 1.0 - x;
   }
   for (int k = 0; k < 10 && x < 10.0; k++) {

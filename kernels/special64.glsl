@@ -144,8 +144,28 @@ double erfinv_d(double y) {
   return copysign_d(x, y);
 }
 
-// lgamma for x > 0: the recurrence up to z >= 20, then Stirling's series.
+// lgamma(1 + t) for |t| <= 1/4: its Taylor series -gamma t + sum_k (-1)^k zeta(k)/k t^k, to
+// t^27, which keeps lgamma's relative accuracy near its roots 1 and 2.
+const double LGAMMA1P_D[27] = double[](
+  -0.037037037312989324lf, 0.038461539034675189lf, -0.040000001192140137lf,
+  0.041666669150341208lf, -0.043478266053040261lf, 0.045454556293204669lf,
+  -0.047619070330142219lf, 0.050000047698101693lf, -0.052631679379616644lf,
+  0.055555767627403614lf, -0.058823978658684564lf, 0.062500955141213024lf,
+  -0.066668705882420465lf, 0.07143294629536133lf, -0.076932516411352181lf,
+  0.08335384054610899lf, -0.090954017145829041lf, 0.10009945751278182lf, -0.1113342658695647lf,
+  0.12550966952474304lf, -0.14404989676884608lf, 0.16955717699740805lf, -0.20738555102867423lf,
+  0.27058080842778459lf, -0.40068563438653143lf, 0.82246703342411309lf, -0.57721566490153287lf);
+double lgamma1p_series_d(double t) {
+  double r = LGAMMA1P_D[0];
+  for (int k = 1; k < 27; k++) r = r * t + LGAMMA1P_D[k];
+  return r * t;
+}
+
+// lgamma for x > 0: near 1 and 2 the series above; elsewhere the recurrence up to z >= 20,
+// then Stirling's series.
 double lgamma_pos_d(double x) {
+  if (abs(x - 1.0lf) <= 0.25lf) return lgamma1p_series_d(x - 1.0lf);
+  if (abs(x - 2.0lf) <= 0.25lf) return lgamma1p_series_d(x - 2.0lf) + log1p_d(x - 2.0lf);
   double prod = 1.0lf, z = x;
   for (int k = 0; k < 20 && z < 20.0lf; k++) {
     prod *= z;

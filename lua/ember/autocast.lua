@@ -12,7 +12,6 @@ local M = {}
 
 -- PyTorch's defaults: bfloat16 on the CPU, float16 on GPUs.
 local default_dtype = { cpu = 'bfloat16', vulkan = 'float16' }
-local known = { device = true, dtype = true, enabled = true }
 
 -- The region's device kind, dtype id and enabled flag from the options table.
 local function parse(fn, opts, level)
@@ -22,12 +21,7 @@ local function parse(fn, opts, level)
     error(('%s: expected an options table {device=, dtype=, enabled=}, got %s'):format(fn,
       type(opts)), level)
   end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(("%s: unknown option '%s' (expected device, dtype or enabled)"):format(fn,
-        tostring(k)), level)
-    end
-  end
+  require('ember.util.names').check_options(fn, opts, { 'device', 'dtype', 'enabled' }, level)
   local device = opts.device
   if device == nil then device = core.device_name(C.em_default_device()) end
   if type(device) == 'table' and device.id then device = core.device_name(device.id) end

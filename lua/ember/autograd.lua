@@ -80,7 +80,7 @@ M.function_registry_size = fn.registry_size
 -- code: they are kept out of the JIT.
 local function backward(x, grad, opts)
   if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('backward', opts, { 'retain_graph', 'create_graph' })
   local rc = C.em_backward(x.ptr, grad and grad.ptr or nil, opts.retain_graph and 1 or 0,
     opts.create_graph and 1 or 0)
   fn.drain() -- custom functions done with (or failed) give their Lua state back now
@@ -98,7 +98,7 @@ local function backward_many(tensors, grads, opts)
   if type(tensors) ~= 'table' then
     error('autograd.backward: expected a tensor or a table of tensors, got ' .. type(tensors), 2)
   end
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('autograd.backward', opts, { 'retain_graph', 'create_graph' })
   local n = #tensors
   local ts = ffi.new('em_tensor*[?]', math.max(n, 1))
   local gs = ffi.new('em_tensor*[?]', math.max(n, 1))
@@ -117,7 +117,7 @@ M.backward = backward_many
 -- grad(outputs, inputs [, opts]) -> a table of gradients (or one, for a single input tensor).
 -- opts: grad_outputs, retain_graph, create_graph, allow_unused.
 local function grad(outputs, inputs, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('grad', opts, { 'grad_outputs', 'retain_graph', 'create_graph', 'allow_unused' })
   local single = is_tensor(inputs)
   if is_tensor(outputs) then outputs = { outputs } end
   if single then inputs = { inputs } end
@@ -167,7 +167,7 @@ function M.is_grad_enabled() return C.em_grad_enabled() ~= 0 end
 -- opts: eps (1e-6), atol (1e-5), rtol (1e-3). Inputs must be float64 tensors that require grad.
 -- Returns true, or raises an error naming the input and element that disagree.
 function M.gradcheck(f, inputs, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('gradcheck', opts, { 'eps', 'atol', 'rtol' })
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   if is_tensor(inputs) then inputs = { inputs } end
   for i, x in ipairs(inputs) do

@@ -64,8 +64,9 @@ core.lua_terms = lua_terms
 -- turns error()'s level, as seen from its caller, into the level of the first frame above it
 -- that is neither one of Ember's modules (files under the folder of this one) nor a C
 -- function. A C error found in a module (a chain of wrappers, a layer's forward) thus reports
--- the line that called Ember, and a user's callback run by Ember (a module's forward)
--- reports its own line.
+-- the line that called Ember, and a user's callback run by Ember (a module's forward) reports
+-- its own line. C frames are passed too: in pcall(function() return ember.f(x) end) the tail
+-- call leaves only pcall between f and the line that made the call.
 local ember_prefix = '@' .. (debug.getinfo(1, 'S').source:match('^@(.*)core%.lua$') or '\0')
 local function internal(info)
   return info.what == 'C' or info.source:sub(1, #ember_prefix) == ember_prefix
@@ -106,7 +107,11 @@ local function ember_searcher(name)
   if chunk == nil then lua_error(err, 0) end
   return setfenv(chunk, module_env)
 end
-table.insert(package.loaders, 2, ember_searcher)
+-- Once per process, should Ember's modules be loaded again (busted's insulation).
+if not debug.getregistry().ember_searcher then
+  debug.getregistry().ember_searcher = ember_searcher
+  table.insert(package.loaders, 2, ember_searcher)
+end
 
 -- Raises the runtime's last error at the user's line that called the Ember function.
 function core.raise(level)
@@ -296,8 +301,15 @@ for i = 0, C.EM_NUM_DTYPES - 1 do
 end
 core.dtype_names = dtype_names
 
--- The cast methods (x:long() ...) as dtypes: {dtype = ember.long}; tensor.lua fills it.
-core.dtype_of_cast = {}
+-- The cast methods (x:long() ...) as dtypes: {dtype = ember.long}; tensor.lua fills it. One
+-- table per process (in the registry, weak keys): a test runner that loads Ember's modules
+-- again (busted's insulation) leaves tensors on the first load's metatable, whose `to` must
+-- also know the later loads' casts.
+do
+  local reg = debug.getregistry()
+  reg.ember_dtype_of_cast = reg.ember_dtype_of_cast or setmetatable({}, { __mode = 'k' })
+  core.dtype_of_cast = reg.ember_dtype_of_cast
+end
 
 function core.dtype_id(d, fn)
   if d == nil then return nil end

@@ -6,8 +6,21 @@ local C, own = core.C, core.own
 
 local M = {}
 
--- The keys every creation function's options table may hold.
-local OPTION_KEYS = { 'dtype', 'device' }
+-- The keys every creation function's options table may hold (requires_grad: the new tensor is
+-- a leaf that requires grad, as PyTorch's requires_grad=True).
+local OPTION_KEYS = { 'dtype', 'device', 'requires_grad' }
+
+-- t, made a leaf that requires grad when opts say so.
+local function leaf(t, opts)
+  if type(opts) == 'table' and opts.requires_grad ~= nil then
+    if type(opts.requires_grad) ~= 'boolean' then
+      error('expected requires_grad to be a boolean, got ' .. type(opts.requires_grad), 3)
+    end
+    t:requires_grad_(opts.requires_grad)
+  end
+  return t
+end
+M.leaf = leaf
 
 local function options(opts, fn)
   if opts ~= nil and type(opts) ~= 'table' then
@@ -36,7 +49,7 @@ local function make(fn, cfun)
   return function(...)
     local n, sizes, opts = core.parse_sizes(fn, ...)
     local dtype, device = options(opts, fn)
-    return own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device)
+    return leaf(own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device), opts)
   end
 end
 
@@ -58,7 +71,8 @@ function M.full(size, value, opts)
   if opts == nil or opts.dtype == nil then
     if is_bool then dtype = C.EM_BOOL elseif whole(value) then dtype = C.EM_INT64 end
   end
-  return own(C.em_full(n, sizes, value, dtype, device), C.em_full, n, sizes, value, dtype, device)
+  return leaf(own(C.em_full(n, sizes, value, dtype, device), C.em_full, n, sizes, value, dtype,
+    device), opts)
 end
 
 -- Nested tables give the shape; numbers and booleans the values.
@@ -78,7 +92,7 @@ function M.tensor(data, opts)
     local v = data
     if type(v) == 'boolean' then v = v and 1 or 0; default = C.EM_BOOL end
     local dtype = core.dtype_id(opts.dtype, 'tensor') or default
-    return own(C.em_scalar_tensor(v, dtype, core.device_id(opts.device, 'tensor'), 0))
+    return leaf(own(C.em_scalar_tensor(v, dtype, core.device_id(opts.device, 'tensor'), 0)), opts)
   end
   if type(data) ~= 'table' then
     error('tensor: expected a number or a nested table of numbers, got ' .. type(data), 2)
@@ -118,8 +132,8 @@ function M.tensor(data, opts)
   if saw_bool and not saw_number then default = C.EM_BOOL end -- {true, 2} is numeric
   local dtype = core.dtype_id(opts.dtype, 'tensor') or default
   local sizes = ffi.new('int64_t[8]', shape)
-  return own(C.em_from_buffer(buf, C.EM_FLOAT64, #shape, sizes, dtype,
-    core.device_id(opts.device, 'tensor')))
+  return leaf(own(C.em_from_buffer(buf, C.EM_FLOAT64, #shape, sizes, dtype,
+    core.device_id(opts.device, 'tensor'))), opts)
 end
 
 -- arange(end), arange(start, end), arange(start, end, step), each with an optional options
@@ -138,7 +152,7 @@ function M.arange(a, b, c, d)
   end
   local dtype, device = options(opts, 'arange')
   if (opts == nil or opts.dtype == nil) and whole(start, stop, step) then dtype = C.EM_INT64 end
-  return own(C.em_arange(start, stop, step, dtype, device))
+  return leaf(own(C.em_arange(start, stop, step, dtype, device)), opts)
 end
 
 local function check_integer(fn, what, v) core.int_arg(fn, what, v, 3) end
@@ -152,7 +166,7 @@ function M.linspace(start, stop, steps, opts)
   steps = steps or 100
   check_integer('linspace', 'number of steps', steps)
   local dtype, device = options(opts, 'linspace')
-  return own(C.em_linspace(start, stop, steps, dtype, device))
+  return leaf(own(C.em_linspace(start, stop, steps, dtype, device)), opts)
 end
 
 -- eye(n [, m] [, opts]): ones on the diagonal of an n x m (default n x n) matrix.
@@ -164,13 +178,14 @@ function M.eye(n, m, opts)
     if m < 0 then error(('eye: expected m >= 0, got %d'):format(m), 2) end
   end
   local dtype, device = options(opts, 'eye')
-  return own(C.em_eye(n, m or -1, dtype, device))
+  return leaf(own(C.em_eye(n, m or -1, dtype, device)), opts)
 end
 
 -- The _like forms take the shape, dtype and device of x unless opts says otherwise.
 local function like_opts(x, opts, fn)
   opts = require('ember.util.names').check_options(fn, opts, OPTION_KEYS, 3)
-  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id }
+  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id,
+    requires_grad = opts.requires_grad }
 end
 function M.empty_like(x, opts) return M.empty(x:size(), like_opts(x, opts, 'empty_like')) end
 function M.zeros_like(x, opts) return M.zeros(x:size(), like_opts(x, opts, 'zeros_like')) end

@@ -16,18 +16,7 @@ local function ember() return require 'ember' end
 
 -- Raises on keys of opts not in `known` (misspelt options are errors).
 local function check_keys(fn, opts, known)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(fn .. ': expected an options table, got ' .. type(opts), 3) end
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for name in pairs(known) do names[#names + 1] = name end
-      table.sort(names)
-      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k),
-        table.concat(names, ', ')), 3)
-    end
-  end
-  return opts
+  return require('ember.util.names').check_options(fn, opts, known, 3)
 end
 
 local function number_in(fn, what, v, lo, hi, lo_open)

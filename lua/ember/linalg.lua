@@ -34,19 +34,11 @@ local function two(x) return methods.unsqueeze(methods.unsqueeze(x, -1), -1) end
 local out2 = ffi.new('em_tensor *[2]')
 local out3 = ffi.new('em_tensor *[3]')
 
--- Options tables: unknown keys are errors.
+-- Options tables: unknown keys are errors that suggest the closest valid one.
 local function options(fn, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(('%s: expected an options table, got %s'):format(fn, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(('%s: unknown option %s (expected %s)'):format(fn, tostring(k), table.concat(names, ', ')), 3)
-    end
-  end
-  return opts
+  local list = {}
+  for k in pairs(allowed) do list[#list + 1] = k end
+  return require('ember.util.names').check_options(fn, opts, list, 3)
 end
 
 -- ---- the raw C ops (no gradient) -----------------------------------------------------------
@@ -487,6 +479,15 @@ end
 -- ---- norms -------------------------------------------------------------------------------------
 local named = { inf = math.huge, ['-inf'] = -math.huge }
 
+-- amax / amin, with their error ("cannot reduce over an empty dimension") in fn's name.
+local function extreme(fn, reduce, x, dim, keepdim)
+  local ok, r = pcall(reduce, x, dim, keepdim)
+  if ok then return r end
+  local msg = tostring(r):match('am[ai][xn]: (.*)$')
+  if msg then error(fn .. ': ' .. msg, 3) end
+  error(r, 0)
+end
+
 local function order(fn, ord)
   if type(ord) == 'string' and named[ord] then return named[ord] end
   return ord
@@ -505,8 +506,8 @@ function M.vector_norm(x, ord, dim, keepdim)
     error('vector_norm: expected a floating-point tensor, got ' .. x:dtype(), 2)
   end
   keepdim = keepdim == true
-  if ord == math.huge then return methods.amax(methods.abs(x), dim, keepdim) end
-  if ord == -math.huge then return methods.amin(methods.abs(x), dim, keepdim) end
+  if ord == math.huge then return extreme('vector_norm', methods.amax, methods.abs(x), dim, keepdim) end
+  if ord == -math.huge then return extreme('vector_norm', methods.amin, methods.abs(x), dim, keepdim) end
   if ord == 0 then
     local count = methods.sum(methods.to(methods.ne(x, 0), x:dtype()), dim, keepdim)
     if not x.requires_grad then return count end
@@ -550,8 +551,8 @@ function M.matrix_norm(a, ord, dim, keepdim)
   elseif ord == 'nuc' or ord == 2 or ord == -2 then
     local s = M.svdvals(methods.movedim(a, { r, c }, { -2, -1 }))
     if ord == 'nuc' then res = methods.sum(s, -1)
-    elseif ord == 2 then res = methods.amax(s, -1)
-    else res = methods.amin(s, -1) end
+    elseif ord == 2 then res = extreme('matrix_norm', methods.amax, s, -1)
+    else res = extreme('matrix_norm', methods.amin, s, -1) end
     if keepdim then
       res = methods.unsqueeze(methods.unsqueeze(res, math.min(r, c)), math.max(r, c))
     end
@@ -561,10 +562,10 @@ function M.matrix_norm(a, ord, dim, keepdim)
   local abs = methods.abs(a)
   if o == math.huge or o == -math.huge then
     res = methods.sum(abs, c, true)
-    res = o > 0 and methods.amax(res, r, true) or methods.amin(res, r, true)
+    res = extreme('matrix_norm', o > 0 and methods.amax or methods.amin, res, r, true)
   elseif o == 1 or o == -1 then
     res = methods.sum(abs, r, true)
-    res = o > 0 and methods.amax(res, c, true) or methods.amin(res, c, true)
+    res = extreme('matrix_norm', o > 0 and methods.amax or methods.amin, res, c, true)
   else
     error(("matrix_norm: unsupported ord %s (expected 'fro', 'nuc', inf, -inf, 1, -1, 2, -2)"):format(
       tostring(ord)), 2)
@@ -595,5 +596,11 @@ function M.matmul(a, b) return methods.matmul(a, b) end
 function M.diagonal(a, offset, dim1, dim2) return methods.diagonal(a, offset or 0, dim1 or -2, dim2 or -1) end
 M.tensordot = function(...) return require('ember.ops.linalg_ext').tensordot(...) end
 M.vecdot = function(a, b, dim) return methods.sum(a * b, dim or -1) end
+
+-- Errors of the ops inside carry these functions' names ("svdvals: not implemented on
+-- vulkan", not "svd: ...").
+require('ember.util.as_op').wrap_all(M, { 'inv', 'det', 'slogdet', 'logdet', 'solve',
+  'cholesky', 'qr', 'svd', 'svdvals', 'eigh', 'eigvalsh', 'lstsq', 'vector_norm', 'matrix_norm',
+  'norm', 'cross', 'matrix_power', 'vecdot', 'diagonal' })
 
 return M

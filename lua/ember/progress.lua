@@ -94,9 +94,12 @@ end
 --   interval      and at least every this many seconds (30)
 --   ascii         draw the bar with '#' rather than block characters
 --   clock         a function returning seconds (for tests)
+local PROGRESS_OPTIONS = { 'desc', 'out', 'tty', 'width', 'unit', 'smoothing', 'mininterval',
+  'every_pct', 'interval', 'ascii', 'clock', 'total' }
 local function new(total, opts)
   opts = opts or {}
   if type(opts) ~= 'table' then error('progress: expected an options table, got ' .. type(opts), 3) end
+  require('ember.util.names').check_options('progress', opts, PROGRESS_OPTIONS, 3)
   if total ~= nil and (type(total) ~= 'number' or total < 0 or total ~= math.floor(total)) then
     error('progress: expected total to be a count >= 0 or nil, got ' .. tostring(total), 3)
   end

@@ -70,7 +70,7 @@ local function sized(fn, cfun)
   return function(...)
     local n, sizes, opts = core.parse_sizes(fn, ...)
     local dtype, device = creation.options(opts, fn)
-    return own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device)
+    return creation.leaf(own(cfun(n, sizes, dtype, device), cfun, n, sizes, dtype, device), opts)
   end
 end
 M.rand = sized('rand', C.em_rand)
@@ -154,11 +154,7 @@ function M.multinomial(probs, n, opts)
   if type(opts) == 'boolean' then
     replacement = opts
   elseif type(opts) == 'table' then
-    for k in pairs(opts) do
-      if k ~= 'replacement' then
-        error(fn .. ": unknown option '" .. tostring(k) .. "' (expected replacement)", 2)
-      end
-    end
+    require('ember.util.names').check_options(fn, opts, { 'replacement' })
     replacement = opts.replacement or false
     if type(replacement) ~= 'boolean' then
       error(fn .. ': expected replacement to be a boolean, got ' .. type(replacement), 2)
@@ -196,8 +192,9 @@ local function like(x, opts, fn)
   if opts ~= nil and type(opts) ~= 'table' then
     error(fn .. ': expected an options table {dtype=..., device=...}, got ' .. type(opts), 3)
   end
-  opts = opts or {}
-  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id }
+  opts = require('ember.util.names').check_options(fn, opts, { 'dtype', 'device', 'requires_grad' }, 3)
+  return { dtype = opts.dtype or x.ptr.dtype_id, device = opts.device or x.ptr.device_id,
+    requires_grad = opts.requires_grad }
 end
 function M.rand_like(x, opts) return M.rand(x:size(), like(x, opts, 'rand_like')) end
 function M.randn_like(x, opts) return M.randn(x:size(), like(x, opts, 'randn_like')) end

@@ -269,9 +269,10 @@ end
 
 -- Names close to `name` (its last word): ember.util.names' suggestions, shared with the
 -- errors for misspelt options, fields and methods.
+local closest = require('ember.util.names').closest
 local function suggestions(idx, name)
   local q = name:match('([%w_]+)$') or name
-  return require('ember.util.names').closest(q, idx.names, 6)
+  return closest(q, idx.names, 6)
 end
 
 local function wrap(words, indent, width)

@@ -372,10 +372,7 @@ function M.load(path, opts)
   if opts ~= nil and type(opts) ~= 'table' then
     error('load: expected an options table {device=, flat=}, got ' .. type(opts), 2)
   end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= 'device' and k ~= 'flat' then error('load: unknown option ' .. tostring(k), 2) end
-  end
+  opts = require('ember.util.names').check_options('load', opts, { 'device', 'flat' })
   if opts.device ~= nil then core.device_id(opts.device, 'load') end
   local ok, entries, flat = pcall(read_file, path, opts)
   if not ok then error(entries, 2) end

@@ -198,6 +198,7 @@ function methods.to(x, a, b)
   if is_tensor(a) then
     dtype, device = a.ptr.dtype_id, a.ptr.device_id
   elseif type(a) == 'table' then
+    require('ember.util.names').check_options('to', a, { 'dtype', 'device' })
     dtype, device = a.dtype, a.device
   else
     for _, v in ipairs({ a, b }) do

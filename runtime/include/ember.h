@@ -492,7 +492,7 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64
  * [N, S] padded or 1-D (every target concatenated), input_lengths / target_lengths int64 [N]
  * on the CPU. Returns [N]. zero_infinity: an impossible alignment gives a loss of 0 and a zero
  * gradient instead of inf. Differentiable in log_probs (the gradient is the derivative with
- * respect to log_probs; no double backward). CPU only: other devices raise "not implemented". */
+ * respect to log_probs; no double backward). CPU (in double) and Vulkan (float32 log_probs). */
 em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
                        const em_tensor *input_lengths, const em_tensor *target_lengths,
                        int64_t blank, int zero_infinity);

@@ -168,6 +168,9 @@ int em_check_fill_value(const char *fn, em_dtype dtype, double v);
 bool em_shape_fits(int ndim, const int64_t *sizes);
 /* Sets "fn: shape is too large ([..]: ...)" and returns -1. */
 int em_shape_error(const char *fn, int ndim, const int64_t *sizes);
+/* The same for views (expand, broadcasting): count and strides within int64, no headroom. */
+bool em_view_shape_fits(int ndim, const int64_t *sizes);
+int em_view_shape_error(const char *fn, int ndim, const int64_t *sizes);
 /* For a reader: "loader: file PATH declares shape [..], too large ..." unless the shape fits. */
 int em_check_file_shape(const char *loader, const char *path, int ndim, const int64_t *sizes);
 /* Whether two positions of t share one memory element (stride 0, overlapping windows). */

@@ -3,7 +3,8 @@
  * makes a shape or writes in place, and by the file readers.
  *
  * - Shapes: the element count, and the contiguous strides (the product of the sizes other than
- *   0), must fit in int64 with 4 bits of headroom for the byte count. A zero-size shape such as
+ *   0), must fit in int64 with 4 bits of headroom for the byte count; a view (expand,
+ *   broadcasting), which allocates nothing, needs only them to fit int64. A zero-size shape such as
  *   [0, 2^62, 2^62] holds no element, but its strides would overflow (undefined behaviour in C),
  *   so it is refused too. One function decides, so creation, expand, broadcasting and the
  *   readers (IDX, NPY, safetensors headers) all refuse the same shapes.
@@ -28,6 +29,23 @@ bool em_shape_fits(int ndim, const int64_t *sizes) {
       return false;
   }
   return true;
+}
+
+/* A view (expand, broadcasting) allocates nothing: it needs only its element count, and the
+ * product of its nonzero sizes, to fit int64 (numel is computed as that product). */
+bool em_view_shape_fits(int ndim, const int64_t *sizes) {
+  int64_t span = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (sizes[i] < 0) return false;
+    if (sizes[i] > 0 && __builtin_mul_overflow(span, sizes[i], &span)) return false;
+  }
+  return true;
+}
+
+int em_view_shape_error(const char *fn, int ndim, const int64_t *sizes) {
+  char b[EM_SHAPE_BUF];
+  return em_error("%s: shape is too large (%s: its element count overflows int64)", fn,
+                  em_shape_str(b, sizeof b, ndim, sizes));
 }
 
 int em_shape_error(const char *fn, int ndim, const int64_t *sizes) {

@@ -157,7 +157,7 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
     }
     result[i] = sa == 1 ? sb : sa;
   }
-  if (!em_shape_fits(n, result)) return em_shape_error(fn, n, result);
+  if (!em_view_shape_fits(n, result)) return em_view_shape_error(fn, n, result);
   memcpy(out, result, sizeof(int64_t) * (size_t)n);
   *nout = n;
   return 0;
@@ -165,7 +165,7 @@ int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const 
 
 em_tensor *em_broadcast_to(const char *fn, const em_tensor *t, int ndim, const int64_t *sizes) {
   if (t->ndim > ndim) goto fail;
-  if (!em_shape_fits(ndim, sizes)) return em_shape_error(fn, ndim, sizes), NULL;
+  if (!em_view_shape_fits(ndim, sizes)) return em_view_shape_error(fn, ndim, sizes), NULL;
   int64_t strides[EM_MAX_DIMS];
   for (int i = 0; i < ndim; i++) {
     int j = t->ndim - ndim + i;

@@ -6,8 +6,14 @@
  * - a short pread (a file cut while it is read) is reported as truncation with the counts,
  *   not with whatever errno an earlier call left: this program defines pread itself, which
  *   the library's calls reach, and makes it stop early on request;
- * - the gzip limit: set, read back, refused below 1, and enforced with a message naming it.
+ * - the gzip limit: set, read back, refused below 1, and enforced with a message naming it;
+ * - write_npy and safetensors saves with their header buffer's allocation failing: an
+ *   out-of-memory error, where the header trim once wrote through the NULL buffer and the
+ *   padding loops waited forever for a failed buffer to grow (realloc is this program's too,
+ *   failing on request and otherwise passing on to the next definition: libc's, or the
+ *   sanitizer's; an alarm turns a hang into a failure).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -15,6 +21,16 @@
 
 #include "check.h"
 #include "../../runtime/src/io/io.h"
+
+/* While fail_realloc is set, the reallocs after the first `realloc_grace` ones fail. */
+static int fail_realloc, realloc_grace;
+
+void *realloc(void *p, size_t n) {
+  static void *(*next)(void *, size_t);
+  if (fail_realloc && realloc_grace-- <= 0) return NULL;
+  if (next == NULL) next = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
+  return next(p, n);
+}
 
 /* Reads past this offset look like the end of the file (-1: off). */
 static long long fake_eof = -1;
@@ -111,12 +127,56 @@ static void test_gzip_limit(void) {
   CHECK(em_set_gzip_limit(was) == 0);
 }
 
+static void test_npy_header_oom(void) {
+  int64_t sizes[2] = { 2, 3 };
+  em_tensor *t = em_empty(2, sizes, EM_FLOAT32, EM_CPU);
+  em_fill_(t, 1.0);
+  const char *path = path_in("oom.npy");
+  fail_realloc = 1;
+  realloc_grace = 0;
+  int rc = em_write_npy(path, t);
+  fail_realloc = 0;
+  CHECK(rc != 0);
+  CHECK(strstr(em_last_error(), "write_npy: out of memory") != NULL);
+  CHECK(access(path, F_OK) != 0); /* nothing written */
+  CHECK(em_write_npy(path, t) == 0);
+  em_tensor *back = em_read_npy(path);
+  CHECK(back != NULL && em_numel(back) == 6);
+  em_release(back);
+  em_release(t);
+}
+
+static void test_safetensors_header_oom(void) {
+  int64_t sizes[1] = { 2 };
+  em_tensor *t = em_empty(1, sizes, EM_FLOAT32, EM_CPU);
+  em_fill_(t, 1.0);
+  char name[301];
+  memset(name, 'x', 300);
+  name[300] = '\0';
+  const char *names[1] = { name };
+  const char *path = path_in("oom.safetensors");
+  /* The first allocation (256 bytes) succeeds, the growth inside the long name fails: the
+   * buffer stops at a length that is not a multiple of 8. */
+  fail_realloc = 1;
+  realloc_grace = 1;
+  int rc = em_safetensors_save(path, 1, names, &t, 0, NULL, NULL);
+  fail_realloc = 0;
+  CHECK(rc != 0);
+  CHECK(strstr(em_last_error(), "out of memory") != NULL);
+  CHECK(access(path, F_OK) != 0);
+  CHECK(em_safetensors_save(path, 1, names, &t, 0, NULL, NULL) == 0);
+  em_release(t);
+}
+
 int main(void) {
+  alarm(60);
   snprintf(dir, sizeof dir, "/tmp/ember_test_readers_XXXXXX");
   if (mkdtemp(dir) == NULL) return 1;
   test_json_long_numbers();
   test_short_pread();
   test_gzip_limit();
+  test_npy_header_oom();
+  test_safetensors_header_oom();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) return 1;

@@ -24,16 +24,20 @@ static lua_State *L;
  * fuzz_safetensors' to find. */
 int __lsan_is_turned_off(void) { return 1; }
 
-/* Loads the file at path; returns nil on success, or the error message. */
+/* Loads the file at path; returns nil on success, or the error message without the position
+ * of the call that Ember's errors start with ("chunk:3: load: ..."). */
 static const char *harness =
     "local ember = require 'ember'\n"
-    "-- errors carry the caller's position (this chunk's line): strip it before the check\n"
-    "local function msg(err) return (tostring(err):gsub('^%[string .-%]:%d+: ', '', 1)) end\n"
+    "local function message(err)\n"
+    "  err = tostring(err)\n"
+    "  if err:sub(1, 6) == 'load: ' then return err end\n"
+    "  return (err:gsub('^.-:%d+: ', '', 1))\n"
+    "end\n"
     "return function(path)\n"
     "  local ok, err = pcall(ember.load, path)\n"
-    "  if not ok then return msg(err) end\n"
+    "  if not ok then return message(err) end\n"
     "  ok, err = pcall(ember.load, path, { flat = true })\n"
-    "  if not ok then return msg(err) end\n"
+    "  if not ok then return message(err) end\n"
     "  return nil\n"
     "end\n";
 

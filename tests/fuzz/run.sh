@@ -61,7 +61,7 @@ for t in "${targets[@]}"; do
       tail -40 "$build/$t.log" >&2
       status=1
     else
-      grep -E '^stat::number_of_executed_units' "$build/$t.log" || true
+      grep -aE '^stat::number_of_executed_units' "$build/$t.log" || true
     fi
   fi
 done

@@ -279,3 +279,73 @@ describe('misspelt names', function()
     end)
   end
 end)
+
+describe('options of functional ops and other modules', function()
+  local F = ember.nn.functional
+  local cases = {
+    { 'conv2d', function() F.conv2d(ember.zeros(1, 1, 3, 3), ember.zeros(1, 1, 2, 2), nil, { strde = 1 }) end, 'strde', 'stride' },
+    { 'max_pool2d', function() F.max_pool2d(ember.zeros(1, 1, 4, 4), 2, { paddin = 0 }) end, 'paddin', 'padding' },
+    { 'avg_pool2d', function() F.avg_pool2d(ember.zeros(1, 1, 4, 4), 2, { ceil_mod = true }) end, 'ceil_mod', 'ceil_mode' },
+    { 'embedding', function() F.embedding(ember.tensor({ 1 }, { dtype = 'int64' }), ember.zeros(3, 2), { padding_ix = 1 }) end, 'padding_ix', 'padding_idx' },
+    { 'nll_loss', function() F.nll_loss(ember.zeros(2, 3), ember.tensor({ 1, 2 }, { dtype = 'int64' }), { ignore_idx = 1 }) end, 'ignore_idx', 'ignore_index' },
+    { 'cross_entropy', function() F.cross_entropy(ember.zeros(2, 3), ember.tensor({ 1, 2 }, { dtype = 'int64' }), { reducton = 'sum' }) end, 'reducton', 'reduction' },
+    { 'bce_with_logits', function() F.binary_cross_entropy_with_logits(ember.zeros(2), ember.zeros(2), { pos_wieght = ember.ones(2) }) end, 'pos_wieght', 'pos_weight' },
+    { 'sdpa', function() F.scaled_dot_product_attention(ember.zeros(1, 2, 4), ember.zeros(1, 2, 4), ember.zeros(1, 2, 4), { is_casual = true }) end, 'is_casual', 'is_causal' },
+    { 'load', function() ember.load('x.safetensors', { devcie = 'cpu' }) end, 'devcie', 'device' },
+    { 'read_csv', function() ember.data.read_csv('x.csv', { delimeter = ';' }) end, 'delimeter', 'delimiter' },
+    { 'sample', function() ember.generation.sample(ember.zeros(1, 3), { topk = 3 }) end, 'topk', 'top_k' },
+    { 'multinomial', function() ember.multinomial(ember.ones(3), 1, { replace = true }) end, 'replace', 'replacement' },
+    { 'autocast', function() ember.autocast({ devcie = 'cpu' }, function() end) end, 'devcie', 'device' },
+    { 'GradScaler', function() ember.amp.GradScaler({ init_scal = 2 }) end, 'init_scal', 'init_scale' },
+    { 'backward', function()
+      ember.ones(1, { requires_grad = true }):sum():backward({ retain_grpah = true })
+    end, 'retain_grpah', 'retain_graph' },
+    { 'grad', function()
+      local x = ember.ones(1, { requires_grad = true })
+      ember.autograd.grad({ x:sum() }, { x }, { allow_unusd = true })
+    end, 'allow_unusd', 'allow_unused' },
+    { 'gradcheck', function()
+      ember.autograd.gradcheck(function(x) return x * 2 end,
+        { ember.ones(1, { dtype = 'float64', requires_grad = true }) }, { atl = 1 })
+    end, 'atl', 'atol' },
+    { 'unique', function() ember.tensor({ 1, 1 }):unique({ return_count = true }) end, 'return_count', 'return_counts' },
+    { 'progress', function() ember.progress(3, { dsec = 'x' }) end, 'dsec', 'desc' },
+    { 'rand_like', function() ember.rand_like(ember.zeros(2), { dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'to', function() ember.zeros(2):to({ dtpye = 'float64' }) end, 'dtpye', 'dtype' },
+    { 'var', function() ember.zeros(3):var({ unbaised = false }) end, 'unbaised', 'unbiased' },
+    { 'StepLR', function()
+      ember.optim.lr_scheduler.StepLR(ember.optim.SGD({ ember.zeros(1) }, { lr = 1 }), { step_sise = 3 })
+    end, 'step_sise', 'step_size' },
+    { 'OneCycleLR', function()
+      ember.optim.lr_scheduler.OneCycleLR(ember.optim.SGD({ ember.zeros(1) }, { lr = 1, momentum = 0.9 }),
+        { max_lr = 1, total_steps = 10, pct_strat = 0.2 })
+    end, 'pct_strat', 'pct_start' },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. ' refuses a misspelt option and suggests the valid one', function()
+      H.assert_error(c[2], 'unknown option ' .. c[3])
+      H.assert_error(c[2], 'did you mean ' .. c[4] .. '?')
+    end)
+  end
+end)
+
+describe('creation options', function()
+  it('take requires_grad, as PyTorch: a leaf that requires grad', function()
+    for _, make in ipairs({
+      function(o) return ember.ones(3, o) end, function(o) return ember.zeros({ 2 }, o) end,
+      function(o) return ember.full({ 2 }, 0.5, o) end, function(o) return ember.tensor({ 1.5 }, o) end,
+      function(o) return ember.arange(0, 1, 0.5, o) end, function(o) return ember.linspace(0, 1, 3, o) end,
+      function(o) return ember.rand(2, o) end, function(o) return ember.randn(2, o) end,
+      function(o) return ember.zeros_like(ember.zeros(2), o) end,
+    }) do
+      local x = make({ requires_grad = true })
+      assert.is_true(x.requires_grad)
+      assert.is_nil(x.grad_fn)
+      assert.is_false(make({ requires_grad = false }).requires_grad)
+      assert.is_false(make(nil).requires_grad)
+    end
+    H.assert_error(function() ember.ones(2, { requires_grad = 1 }) end,
+      'expected requires_grad to be a boolean, got number')
+    H.assert_error(function() ember.ones(2, { dtype = 'int64', requires_grad = true }) end, 'int64')
+  end)
+end)

@@ -292,7 +292,7 @@ describe('autocast regions', function()
   it('raises on misspelt options, devices and unsupported dtypes', function()
     local f = function() end
     H.assert_error(function() ember.autocast({ devcie = 'cpu' }, f) end,
-      "autocast: unknown option 'devcie' (expected device, dtype or enabled)")
+      "autocast: unknown option devcie (did you mean device? expected one of device, dtype, enabled)")
     H.assert_error(function() ember.autocast({ device = 'vulkn' }, f) end,
       "autocast: expected device 'cpu' or 'vulkan'")
     H.assert_error(function() ember.autocast({ device = 'cuda' }, f) end,

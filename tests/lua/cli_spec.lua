@@ -346,7 +346,7 @@ print('after')
         '"and here"',
         '',
       }, '\n') })
-      assert.are.equal(0, rc)
+      assert.are.equal(1, rc) -- piped input that failed exits non-zero
       assert.are.equal('still here\nand here\n', out)
       contains(err, 'stdin:1: boom')
       contains(err, 'stack traceback:')
@@ -374,7 +374,7 @@ print('after')
 
     it('reports a chunk left unfinished at the end of the input', function()
       local out, err, rc = ember('', { stdin = 'print("ran")\nfunction g()\n  return 1\n' })
-      assert.are.equal(0, rc)
+      assert.are.equal(1, rc)
       assert.are.equal('ran\n', out)
       contains(err, "'end' expected")
     end)

@@ -106,6 +106,11 @@ describe('indexing by hand', function()
     H.assert_error(function() x:index_put({ ember.tensor({ 1 }, i64) }, ember.zeros(5)) end,
       'index_put: values of shape [5] cannot broadcast to the indexed shape [1, 4]')
     H.assert_error(function() x:take_along_dim(ember.zeros(3, 4, i64), 3) end, 'dimension 3 out of range')
+    -- the ops inside report in the called function's name
+    H.assert_error(function() x:take(ember.tensor({ 13 }, i64)) end, 'take: index 13 is out of bounds')
+    H.assert_error(function() x:index_put({ ember.tensor({ 4 }, i64) }, 1, true) end, 'index_put: index 4 is out of bounds')
+    H.assert_error(function() x:scatter_reduce(2, ember.tensor({ { 5 } }, i64), x, 'amax') end,
+      'scatter_reduce: index 5 is out of bounds')
   end)
 end)
 

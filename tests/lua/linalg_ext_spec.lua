@@ -166,10 +166,17 @@ describe('linalg identities', function()
     H.assert_error(function() L.det(ember.zeros(2, 2, { dtype = 'int64' })) end, 'det: expected float32 or float64 the input, got int64')
     H.assert_error(function() L.solve(ember.eye(2), ember.ones(3)) end, 'solve: A is 2 x 2 but B has 3 rows')
     H.assert_error(function() L.solve(ember.eye(2), ember.ones(2, f64)) end, 'solve: expected A and B of one dtype')
-    H.assert_error(function() L.cholesky(ember.eye(2), { uper = true }) end, 'cholesky: unknown option uper (expected upper)')
+    H.assert_error(function() L.cholesky(ember.eye(2), { uper = true }) end, 'cholesky: unknown option uper (did you mean upper?')
     H.assert_error(function() L.qr(ember.eye(2), 'full') end, "qr: expected mode 'reduced', 'complete' or 'r'")
     H.assert_error(function() L.matrix_norm(ember.eye(2), 3) end, 'matrix_norm: unsupported ord 3')
     H.assert_error(function() L.vector_norm(ember.ones(2, { dtype = 'int64' })) end, 'vector_norm: expected a floating-point tensor')
+    H.assert_error(function() L.vector_norm(ember.zeros(2, 0), math.huge, 2) end,
+      'vector_norm: cannot reduce over an empty dimension')
+    H.assert_error(function() L.matrix_norm(ember.zeros(2, 0), 1) end, 'matrix_norm: cannot reduce over an empty dimension')
+    -- positions point at the caller's line
+    local ok, err = pcall(function() return L.inv(ember.zeros(2, 3)) end)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('linalg_ext_spec.lua:%d+: inv: expected square'), err)
   end)
 
   it('C callers get an error, not a result cut from the graph, when grad mode would record', function()
@@ -186,13 +193,13 @@ if not VK then return end
 describe('linalg on vulkan', function()
   it('decompositions say they are not implemented there', function()
     local a = VK.on(ember.eye(3))
-    for name, op in pairs({ inv = 'inv', det = 'det', cholesky = 'cholesky', svdvals = 'svd',
-      eigvalsh = 'eigh' }) do
-      H.assert_error(function() L[name](a) end, op .. ': not implemented on vulkan')
+    for _, name in ipairs({ 'inv', 'det', 'cholesky', 'svdvals', 'eigvalsh', 'logdet' }) do
+      H.assert_error(function() L[name](a) end, name .. ': not implemented on vulkan')
     end
     H.assert_error(function() L.qr(a) end, 'qr: not implemented on vulkan')
     H.assert_error(function() L.solve(a, a) end, 'solve: not implemented on vulkan')
-    H.assert_error(function() L.matrix_norm(a, 2) end, 'svd: not implemented on vulkan')
+    H.assert_error(function() L.matrix_norm(a, 2) end, 'matrix_norm: not implemented on vulkan')
+    H.assert_error(function() a:matrix_power(-1) end, 'matrix_power: not implemented on vulkan')
   end)
   it('norms run there', function()
     local x = ember.randn(3, 4)

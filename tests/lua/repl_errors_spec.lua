@@ -129,6 +129,25 @@ local bad = {
   { 'sample option', function() return ember.generation.sample(ember.zeros(1, 3), { topk = 3 }) end },
   { 'state_dict load', function() return nn.Linear(2, 2):load_state_dict({ weight = ember.zeros(3, 3) }) end },
   { 'clip_grad_norm', function() return ember.optim.clip_grad_norm_(3, 1) end },
+  -- the wider API: math, shaping, linear algebra, nn.functional extras
+  { 'einsum', function() return ember.einsum('ij,jk->ik', ember.zeros(2, 3), ember.zeros(4, 2)) end },
+  { 'kron', function() return ember.kron(ember.zeros(2), 'x') end },
+  { 'diagonal dim', function() return ember.zeros(2, 2):diagonal(0, 1, 9) end },
+  { 'movedim', function() return ember.zeros(2, 2):movedim(1, 5) end },
+  { 'tile', function() return ember.zeros(2):tile(-1) end },
+  { 'linalg.inv', function() return ember.linalg.inv(ember.zeros(2, 3)) end },
+  { 'linalg.solve', function() return ember.linalg.solve(ember.eye(2), ember.zeros(3)) end },
+  { 'cross', function() return ember.zeros(2):cross(ember.zeros(2)) end },
+  { 'hypot operand', function() return ember.zeros(2):hypot('x') end },
+  { 'isin', function() return ember.zeros(2):isin('x') end },
+  { 'searchsorted', function() return ember.searchsorted(ember.zeros(2, 2), ember.zeros(3)) end },
+  { 'bincount', function() return ember.tensor({ -1 }, { dtype = 'int64' }):bincount() end },
+  { 'quantile', function() return ember.zeros(3):quantile(2) end },
+  { 'F.pad mode', function() return F.pad(ember.zeros(1, 2, 3), { 1, 1 }, 'mirror') end },
+  { 'F.interpolate', function() return F.interpolate(ember.zeros(1, 1, 2, 2), { scale_factor = 2, mode = 'cubic' }) end },
+  { 'F.glu', function() return F.glu(ember.zeros(3)) end },
+  { 'huber shapes', function() return F.huber_loss(ember.zeros(2), ember.zeros(3)) end },
+  { 'Conv3d input', function() return nn.Conv3d(2, 2, 1)(ember.zeros(1, 3, 2, 2, 2)) end },
 }
 
 describe('error positions', function()

@@ -149,7 +149,7 @@ describe('shaping by hand', function()
     H.assert_close(x:new_full({ 2 }, 7), { 7, 7 })
     assert.are.equal('float64', x:new_tensor({ 1, 2 }):dtype())
     assert.are.equal('float64', ember.ones(2):type_as(x):dtype())
-    H.assert_error(function() x:new_zeros(2, { dtpye = 'int32' }) end, 'unknown option dtpye')
+    H.assert_error(function() x:new_zeros(2, { dtpye = 'int32' }) end, 'unknown option dtpye (did you mean dtype?')
   end)
 
   it('repeat_interleave with a scalar, without dim, and the counts form', function()
@@ -180,10 +180,61 @@ describe('shaping by hand', function()
     H.assert_error(function() ember.einsum('ij', ember.zeros(2)) end, 'einsum: the term "ij" has 2 labels')
     H.assert_error(function() ember.cross(ember.zeros(2, 2), ember.zeros(2, 2)) end, 'cross: no dimension of size 3')
     H.assert_error(function() ember.zeros(2, 3):matrix_power(2) end, 'matrix_power: expected square matrices')
+    H.assert_error(function() ember.cdist(ember.zeros(2, 3, 4), ember.zeros(3, 3, 4)) end, 'cdist: shapes')
+    H.assert_error(function() ember.einsum('ij,jk', ember.zeros(2, 3), ember.zeros(3, 2, f64)) end,
+      'einsum: expected both operands to have the same dtype')
     H.assert_error(function() ember.meshgrid(ember.zeros(2), { indexing = 'yx' }) end, "expected indexing 'ij' or 'xy'")
     H.assert_error(function() ember.tensordot(ember.zeros(2, 3), ember.zeros(4), { { 2 }, { 1 } }) end,
       'contracted dims 2 of a and 1 of b have sizes 3 and 4')
   end)
+end)
+
+describe('layouts', function()
+  -- Each function on a transposed, a sliced and an expanded (stride 0) input gives what it
+  -- gives on a contiguous copy of the same values.
+  local i64 = { dtype = 'int64' }
+  local fns = {
+    diagonal = function(x) return x:diagonal(1) end,
+    diag_embed = function(x) return x:diag_embed(-1) end,
+    trace = function(x) return x:trace() end,
+    movedim = function(x) return x:movedim(1, 2) end,
+    tile = function(x) return x:tile(2, 1) end,
+    rot90 = function(x) return x:rot90(1) end,
+    repeat_interleave = function(x) return x:repeat_interleave(2, 2) end,
+    unflatten = function(x) return x:unflatten(2, { 2, 2 }) end,
+    kron = function(x) return ember.kron(x, x) end,
+    einsum = function(x) return ember.einsum('ij,kj->ik', x, x) end,
+    tensordot = function(x) return ember.tensordot(x, x, { { 2 }, { 2 } }) end,
+    cdist = function(x) return ember.cdist(x, x:narrow(1, 1, 2)) end,
+    take = function(x) return x:take(ember.tensor({ 1, 6, 16 }, i64)) end,
+    take_along_dim = function(x) return x:take_along_dim(ember.tensor({ { 2 }, { 1 }, { 4 }, { 3 } }, i64), 2) end,
+    index_put = function(x) return x:index_put({ ember.tensor({ 2, 4 }, i64) }, 1, true) end,
+    scatter_reduce = function(x)
+      return x:scatter_reduce(2, ember.tensor({ { 1, 1 }, { 2, 4 }, { 3, 3 }, { 4, 1 } }, i64), x, 'amax')
+    end,
+    masked_scatter = function(x) return x:masked_scatter(ember.tensor({ true, false, true, false }), x) end,
+    vector_norm = function(x) return ember.linalg.vector_norm(x, 3, 1) end,
+    matrix_norm = function(x) return ember.linalg.matrix_norm(x, 'nuc') end,
+    inv = function(x) return ember.linalg.inv(x + ember.eye(4, f64) * 5) end,
+    solve = function(x) return ember.linalg.solve(x + ember.eye(4, f64) * 5, x) end,
+    det = function(x) return ember.linalg.det(x) end,
+    qr = function(x) return ember.linalg.qr(x) end,
+    eigvalsh = function(x) return ember.linalg.eigvalsh(x) end,
+  }
+  local base = ember.randn(4, 4, f64)
+  local layouts = {
+    transposed = base:t():contiguous():t(),
+    sliced = ember.randn(4, 8, f64):slice(2, 1, 8, 2),
+    expanded = ember.randn(1, 4, f64):expand(4, 4),
+  }
+  for lname, x in pairs(layouts) do
+    it(lname, function()
+      assert.is_false(x:is_contiguous())
+      for name, f in pairs(fns) do
+        H.assert_close(f(x), f(x:contiguous()):totable(), 1e-12, 1e-12, lname .. ' ' .. name)
+      end
+    end)
+  end
 end)
 
 describe('reference entries', function()

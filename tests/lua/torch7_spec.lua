@@ -92,3 +92,50 @@ describe('the criterion idiom', function()
     end)
   end
 end)
+
+describe('the criterion idiom on losses of several inputs', function()
+  ember.manual_seed(5)
+  local function f64(...) return ember.randn({ ... }, { dtype = 'float64' }) end
+  local y = ember.tensor({ 1, -1, 1 }, { dtype = 'float64' })
+  local cases = {
+    { 'HuberLoss', nn.HuberLoss({ delta = 0.5 }), f64(3, 2), { f64(3, 2) } },
+    { 'PoissonNLLLoss', nn.PoissonNLLLoss(), f64(3, 2), { ember.rand(3, 2, { dtype = 'float64' }) } },
+    { 'GaussianNLLLoss', nn.GaussianNLLLoss(), f64(3, 2), { f64(3, 2), ember.rand(3, 2, { dtype = 'float64' }) + 0.5 } },
+    { 'MarginRankingLoss', nn.MarginRankingLoss({ margin = 0.1 }), { f64(3), f64(3) }, { y } },
+    { 'CosineEmbeddingLoss', nn.CosineEmbeddingLoss(), { f64(3, 4), f64(3, 4) }, { y } },
+    { 'TripletMarginLoss', nn.TripletMarginLoss(), { f64(3, 4), f64(3, 4), f64(3, 4) }, {} },
+  }
+  for _, c in ipairs(cases) do
+    local name, crit, input, rest = c[1], c[2], c[3], c[4]
+    it(name .. ': backward(input, ...) is the gradient of forward(input, ...) (a table for a table input)', function()
+      local tabled = type(input) == 'table'
+      local xs = tabled and input or { input }
+      local function total(list)
+        local args = {}
+        for i, v in ipairs(list) do args[i] = v end
+        for i, v in ipairs(rest) do args[#list + i] = v end
+        return crit:forward(unpack(args)):sum():item()
+      end
+      local g = crit:backward(input, unpack(rest))
+      local gs = tabled and g or { g }
+      assert.are.equal(#xs, #gs)
+      for k, x in ipairs(xs) do
+        local flat, gflat = x:reshape(-1), gs[k]:reshape(-1):totable()
+        for j = 1, flat:numel() do
+          local h, v = 1e-6, flat[j]
+          local list = {}
+          for m, z in ipairs(xs) do list[m] = z end
+          local p = x:clone(); list[k] = p
+          local pf = p:view(-1)
+          pf[j] = v + h
+          local fp = total(list)
+          pf[j] = v - h
+          local fm = total(list)
+          local fd = (fp - fm) / (2 * h)
+          assert(math.abs(fd - gflat[j]) < 1e-5 * math.max(1, math.abs(fd)),
+            ('%s input %d [%d]: finite difference %g, backward %g'):format(name, k, j, fd, gflat[j]))
+        end
+      end
+    end)
+  end
+end)

@@ -523,7 +523,7 @@ describe('conversions and reads', function()
     assert.are.equal(x, x:to('float64')) -- same dtype: the tensor itself
     local t = x:view(2, 3):t():int() -- converting a strided view keeps logical order
     H.assert_close(t, { { 1, 2 }, { -1, -300 }, { 0, 0 } }, 0, 0)
-    H.assert_error(function() x:to('float128') end, "unknown device 'float128'")
+    H.assert_error(function() x:to('float128') end, "unknown dtype or device 'float128'")
     H.assert_error(function() x:to({ dtype = 'nope' }) end, "unknown dtype 'nope'")
   end)
 

@@ -100,8 +100,9 @@ local function new(opts)
   for k, v in pairs(defaults) do o[k] = v end
   for k, v in pairs(opts) do
     if defaults[k] == nil then
-      fail('', ('unknown option %s (expected one of %s)'):format(tostring(k),
-        table.concat(order, ', ')))
+      local hint = require('ember.util.names').closest(tostring(k), order, 1)[1]
+      fail('', ('unknown option %s (%sexpected one of %s)'):format(tostring(k),
+        hint and ('did you mean ' .. hint .. '? ') or '', table.concat(order, ', ')))
     end
     o[k] = v
   end

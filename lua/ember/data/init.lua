@@ -53,14 +53,7 @@ local function with_limit(fn, limit, f, ...)
 end
 
 local function check_opts(fn, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then
-    error(('%s: expected an options table, got %s'):format(fn, type(opts)), 3)
-  end
-  for k in pairs(opts) do
-    if not allowed[k] then error(('%s: unknown option %s'):format(fn, tostring(k)), 3) end
-  end
-  return opts
+  return require('ember.util.names').check_options(fn, opts, allowed, 3)
 end
 
 -- read_idx(path [, {gzip_limit = bytes}]): an IDX file (MNIST family), .gz or not, as a tensor

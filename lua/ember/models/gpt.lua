@@ -233,7 +233,7 @@ end
 -- at least half a block.
 function M.generate(model, prompt, n, opts)
   local E = ember()
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('generate', opts, { 'cache', 'temperature', 'top_k', 'top_p' })
   local c = model.config
   local device = model.transformer.wte.weight:device()
   local use_cache = opts.cache ~= false

@@ -15,8 +15,6 @@ local is_tensor = tensor.is_tensor
 
 local FN = 'scaled_dot_product_attention'
 local names = { 'attn_mask', 'dropout_p', 'is_causal', 'scale', 'enable_gqa' }
-local known = {}
-for _, n in ipairs(names) do known[n] = true end
 
 -- Raises at the caller of F.scaled_dot_product_attention; depth: the helpers between (0 or 1).
 local function fail(msg, depth) error(FN .. ': ' .. msg, 3 + (depth or 0)) end
@@ -26,12 +24,8 @@ local function options(...)
   local first = ...
   if type(first) == 'table' and not is_tensor(first) then
     if select('#', ...) > 1 then fail('expected the options table as the last argument', 1) end
-    for k in pairs(first) do
-      if not known[k] then
-        fail(('unknown option %s (expected attn_mask, dropout_p, is_causal, scale or '
-          .. 'enable_gqa)'):format(tostring(k)), 1)
-      end
-    end
+    require('ember.util.names').check_options(FN, first,
+      { 'attn_mask', 'dropout_p', 'is_causal', 'scale', 'enable_gqa' }, 4)
     return first
   end
   local o, args = {}, { ... }

@@ -61,8 +61,20 @@ local b_shape = ffi.new('int64_t[8]')
 local out_ptr = ffi.new('em_tensor*[1]')
 
 -- Named options, or PyTorch's positional ones listed in `names`: opts(names, a, b, ...).
+-- Named options are checked against `names` (the function's name, for the message, is the one
+-- it was called by, which is its own: conv2d, max_pool2d ...).
 local function options(names, first, ...)
-  if type(first) == 'table' and first[1] == nil and not is_tensor(first) then return first end
+  if type(first) == 'table' and first[1] == nil and not is_tensor(first) then
+    for k in pairs(first) do
+      local known = false
+      for _, n in ipairs(names) do known = known or n == k end
+      if not known then
+        local fn = (debug.getinfo(2, 'n') or {}).name or 'options'
+        require('ember.util.names').check_options(fn, first, names, 3)
+      end
+    end
+    return first
+  end
   local o, args = {}, { first, ... }
   for i, name in ipairs(names) do o[name] = args[i] end
   return o
@@ -489,6 +501,7 @@ function F.embedding(input, weight, opts)
   need_tensor(fn, 'input', input)
   need_tensor(fn, 'weight', weight)
   opts = type(opts) == 'table' and opts or { padding_idx = opts }
+  require('ember.util.names').check_options(fn, opts, { 'padding_idx', 'max_norm' })
   if opts.max_norm ~= nil then error(fn .. ': max_norm is not supported', 2) end
   local pad = -1
   if opts.padding_idx ~= nil then
@@ -523,7 +536,7 @@ end
 -- opts weight (per class), ignore_index (-100), reduction ('mean').
 function F.nll_loss(input, target, opts)
   local fn = 'nll_loss'
-  opts = opts or {}
+  opts = require('ember.util.names').check_options(fn, opts, { 'weight', 'ignore_index', 'reduction' })
   local w, ignore, red = class_targets(fn, input, target, opts)
   if target:is_floating_point() then
     error(('%s: expected integer class targets, got %s (use target:long())'):format(fn, target:dtype()), 2)
@@ -561,7 +574,8 @@ end
 -- reduction ('mean'), label_smoothing (0). Log-softmax and NLL run fused in one kernel.
 function F.cross_entropy(input, target, opts)
   local fn = 'cross_entropy'
-  opts = opts or {}
+  opts = require('ember.util.names').check_options(fn, opts,
+    { 'weight', 'ignore_index', 'reduction', 'label_smoothing' })
   local w, ignore, red = class_targets(fn, input, target, opts)
   local eps = opts.label_smoothing or 0
   if type(eps) ~= 'number' or not (eps >= 0 and eps <= 1) then

@@ -55,6 +55,17 @@ end
 
 local function like(x, dtype) return { dtype = dtype or x:dtype(), device = x:device() } end
 
+-- x:index_select(d, list); an empty x gives an empty result that still reaches x in autograd
+-- (index_select of an empty input records nothing yet: an empty batch must not stop backward).
+local function select(x, d, list)
+  if x:numel() > 0 then return x:index_select(d, list) end
+  local shape = shape_of(x)
+  shape[d] = #list
+  local y = E().zeros(shape, like(x))
+  if x.requires_grad then y = y + x:sum() * 0 end
+  return y
+end
+
 -- ---- pad -----------------------------------------------------------------------------------
 
 -- The 1-based source index of output position j (0-based, from -l) for a dim of size n.
@@ -128,17 +139,22 @@ function F.pad(input, pad, ...)
     local list = {}
     for j = -l, n + r - 1 do list[#list + 1] = idx(j, n) end
     if #list == 0 then
-      local shape = shape_of(y)
-      shape[d] = 0
       y = y:narrow(d, 1, 0)
     else
-      y = y:index_select(d, list)
+      y = select(y, d, list)
     end
   end
   return y
 end
 
 -- ---- interpolate ---------------------------------------------------------------------------
+
+-- x rounded to float32.
+local f32_buf = require('ffi').new('float[1]')
+local function f32(x)
+  f32_buf[0] = x
+  return f32_buf[0]
+end
 
 local linear_modes = { linear = 1, bilinear = 2, trilinear = 3 }
 
@@ -153,20 +169,23 @@ end
 local function resample(x, d, out_n, mode, align, sf)
   local in_n = x:size(d)
   if mode == 'nearest' or mode == 'nearest-exact' then
+    -- PyTorch's source index floor(j * scale), in float32 as its kernels compute it (the
+    -- rounding decides which source a boundary output takes). PyTorch 1.13's path for a
+    -- single-channel 2-D input special-cases outputs of 1x and 2x the input's size (taking
+    -- j and j / 2 even when a scale_factor of 1.1 or 2.1 gave them); its general path, which
+    -- every other input takes, does not, and neither does this.
     local list = {}
-    local scale = (sf and sf > 0) and 1 / sf or in_n / out_n
+    local scale = f32((sf and sf > 0) and 1 / sf or in_n / out_n)
     for j = 0, out_n - 1 do
       local s
       if mode == 'nearest' then
-        if out_n == in_n then s = j
-        elseif out_n == 2 * in_n and not sf then s = math.floor(j / 2)
-        else s = math.min(math.floor(j * scale), in_n - 1) end
+        s = math.min(math.floor(f32(j * scale)), in_n - 1)
       else
-        s = math.min(math.floor((j + 0.5) * scale), in_n - 1)
+        s = math.min(math.floor(f32(f32(j + 0.5) * scale)), in_n - 1)
       end
       list[j + 1] = s + 1
     end
-    return x:index_select(d, list)
+    return select(x, d, list)
   end
   local scale = compute_scale(in_n, out_n, align, sf)
   local i0, i1, w1 = {}, {}, {}
@@ -180,7 +199,7 @@ local function resample(x, d, out_n, mode, align, sf)
   local shape = {}
   for k = 1, x:dim() do shape[k] = k == d and out_n or 1 end
   local l1 = E().tensor(w1, like(x)):view(shape)
-  return x:index_select(d, i0) * (1 - l1) + x:index_select(d, i1) * l1
+  return select(x, d, i0) * (1 - l1) + select(x, d, i1) * l1
 end
 
 -- interpolate(input [N, C, ...], size, scale_factor, mode = 'nearest', align_corners,

@@ -64,7 +64,8 @@ end
 -- nll_loss(log_probs [N, C], target [N] (1-based classes) [, opts])
 -- opts: weight (per class), ignore_index, reduction
 function F.nll_loss(input, target, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('nll_loss', opts,
+    { 'weight', 'ignore_index', 'reduction' })
   if not tensor.is_tensor(input) or not tensor.is_tensor(target) then
     error('nll_loss: expected input and target tensors', 2)
   end
@@ -115,7 +116,8 @@ end
 -- cross_entropy(logits [N, C], target [, opts]): target holds 1-based class indices, or class
 -- probabilities of the input's shape. opts: weight, ignore_index, reduction, label_smoothing.
 function F.cross_entropy(input, target, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('cross_entropy', opts,
+    { 'weight', 'ignore_index', 'reduction', 'label_smoothing' })
   if not tensor.is_tensor(input) or not tensor.is_tensor(target) then
     error('cross_entropy: expected input and target tensors', 2)
   end
@@ -189,7 +191,8 @@ end
 -- binary_cross_entropy_with_logits(logits, target [, opts]): stable form
 -- max(x, 0) - x t + log(1 + exp(-|x|)); opts: weight, pos_weight, reduction
 function F.binary_cross_entropy_with_logits(input, target, opts)
-  opts = opts or {}
+  opts = require('ember.util.names').check_options('binary_cross_entropy_with_logits', opts,
+    { 'weight', 'pos_weight', 'reduction' })
   same_shape('binary_cross_entropy_with_logits', input, target)
   local weight, pos_weight
   input, target, weight, pos_weight = autocast_inputs('binary_cross_entropy_with_logits', input,
@@ -241,21 +244,7 @@ local function loss_module(name, call, repr)
     self.reduction = opts.reduction or 'mean'
   end
   cls.forward = function(self, input, target) return call(self, input, target) end
-  -- Torch7's criterion idiom: crit:forward(out, target) is the loss; crit:backward(out, target)
-  -- is its gradient with respect to out (a tensor of out's shape, also kept as
-  -- self.gradInput). A loss that does not reduce ('none') is differentiated as its sum.
-  cls.backward = function(self, input, target)
-    local E = require 'ember'
-    if not E.is_tensor(input) then
-      error(name .. ':backward: expected the output tensor and the target, got ' .. type(input), 2)
-    end
-    local x = input:detach():requires_grad_(true)
-    local loss = E.enable_grad(function() return call(self, x, target) end)
-    local g = E.autograd.grad({ loss }, { x }, { grad_outputs = { E.ones_like(loss) },
-      allow_unused = true })[1]
-    rawset(self, 'gradInput', g or E.zeros_like(input))
-    return self.gradInput
-  end
+  cls.backward = require('ember.nn.criterion').backward(name, call) -- Torch7's idiom
   cls.extra_repr = repr or function(self) return "reduction='" .. self.reduction .. "'" end
   M[name] = cls
 end

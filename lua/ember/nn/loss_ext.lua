@@ -4,7 +4,7 @@
 --
 -- All but CTC are composed from pointwise ops and reductions (their gradients come from those,
 -- on every device). CTC calls em_ctc_loss (runtime/src/ops/nn_ctc.c): the alpha-beta recursion
--- in log space, on the CPU. reduction is 'mean' (default), 'sum' or 'none'.
+-- in log space, a kernel on the CPU and on Vulkan. reduction is 'mean' (default), 'sum' or 'none'.
 local ffi = require 'ffi'
 local Module = require 'ember.nn.module'
 local tensor = require 'ember.tensor'
@@ -270,6 +270,7 @@ local function loss_module(name, fields, defaults, call)
     end
   end
   cls.forward = call
+  cls.backward = require('ember.nn.criterion').backward(name, call) -- Torch7's idiom
   function cls:extra_repr()
     local parts = {}
     for _, f in ipairs(fields) do parts[#parts + 1] = f .. '=' .. tostring(self[f]) end

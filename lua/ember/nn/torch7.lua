@@ -1,6 +1,6 @@
 -- ember.nn's Torch7 names for layers PyTorch renamed: nn.LookupTable is Embedding with Torch7's
 -- arguments. (The criterion idiom crit:forward(out, target) / crit:backward(out, target) is
--- on every loss module, nn/loss.lua.)
+-- on every loss module: nn/criterion.lua.)
 local Module = require 'ember.nn.module'
 local Embedding = require('ember.nn.linear').Embedding
 

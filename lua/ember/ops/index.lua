@@ -429,6 +429,7 @@ function methods.unique(x, opts)
   if type(opts) ~= 'table' then
     argerror('unique', 'expected an options table, got ' .. type(opts))
   end
+  require('ember.util.names').check_options('unique', opts, { 'return_inverse', 'return_counts' })
   local want_inv = opts.return_inverse and true or false
   local want_cnt = opts.return_counts and true or false
   check(C.em_unique(x.ptr, slots, want_inv and slots + 1 or nil, want_cnt and slots + 2 or nil))

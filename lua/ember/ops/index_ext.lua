@@ -193,11 +193,7 @@ local function scatter_reduce(fn, x, dim, index, src, reduce, opts)
     fail(fn, ("expected reduce to be 'sum', 'prod', 'mean', 'amax' or 'amin', got %s"):format(
       tostring(reduce)))
   end
-  opts = opts or {}
-  if type(opts) ~= 'table' then fail(fn, 'expected an options table {include_self=}') end
-  for k in pairs(opts) do
-    if k ~= 'include_self' then fail(fn, ('unknown option %s (expected include_self)'):format(tostring(k))) end
-  end
+  opts = require('ember.util.names').check_options(fn, opts, { 'include_self' }, 3)
   local include_self = opts.include_self ~= false
   local n = x:dim()
   local d = pdim(fn, dim, n)
@@ -308,5 +304,10 @@ function methods.masked_scatter_(x, mask, source)
   methods.copy_(x, masked_scatter('masked_scatter_', x, mask, source))
   return x
 end
+
+-- Errors of the ops inside carry these functions' names.
+local as_op = require 'ember.util.as_op'
+as_op.wrap_all(methods, { 'take', 'take_along_dim', 'index_put', 'index_put_', 'scatter_reduce',
+  'scatter_reduce_', 'masked_scatter', 'masked_scatter_' })
 
 return M

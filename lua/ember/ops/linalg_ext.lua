@@ -336,13 +336,7 @@ end
 
 -- ---- addmv, addr, matrix_power ---------------------------------------------------------------
 local function scalars(fn, opts)
-  if opts == nil then return 1, 1 end
-  if type(opts) ~= 'table' then fail(fn, 'expected an options table {beta=, alpha=}, got ' .. type(opts)) end
-  for k in pairs(opts) do
-    if k ~= 'beta' and k ~= 'alpha' then
-      error(('%s: unknown option %s (expected beta, alpha)'):format(fn, tostring(k)), 4)
-    end
-  end
+  opts = require('ember.util.names').check_options(fn, opts, { 'beta', 'alpha' }, 3)
   return opts.beta or 1, opts.alpha or 1
 end
 
@@ -400,5 +394,10 @@ function methods.matrix_power(a, n)
   end
   return result == a and methods.clone(a) or result
 end
+
+-- Errors of the ops inside carry these functions' names.
+local as_op = require 'ember.util.as_op'
+as_op.wrap_all(M, { 'einsum', 'tensordot', 'cdist' })
+as_op.wrap_all(methods, { 'kron', 'cross', 'addmv', 'addmv_', 'addr', 'addr_', 'matrix_power' })
 
 return M

@@ -9,6 +9,7 @@ local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local pw = require 'ember.ops.pointwise'
 local creation = require 'ember.creation'
+local names = require 'ember.util.names'
 local C, own, check = core.C, core.own, core.check
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
@@ -74,13 +75,9 @@ local function as_tensor(v, like)
 end
 M._as_tensor = as_tensor
 
+-- The shared options check (ember.util.names): unknown keys name the closest valid one.
 local function options(fn, opts, keys)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(fn .. ': expected an options table, got ' .. type(opts), 3) end
-  for k in pairs(opts) do
-    if not keys[k] then error(('%s: unknown option %s'):format(fn, tostring(k)), 3) end
-  end
-  return opts
+  return names.check_options(fn, opts, keys, 3)
 end
 
 -- ---- compositions --------------------------------------------------------------------------
@@ -312,9 +309,18 @@ function methods.isin(elements, test, opts)
   return found
 end
 
-for _, name in ipairs({ 'logit', 'frac', 'hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax',
-  'fmin', 'nan_to_num', 'heaviside', 'gcd', 'lcm', 'isclose', 'allclose', 'equal', 'isin' }) do
-  M[name] = methods[name]
+-- In-place forms of the compositions PyTorch has them for: the result copied into x (whose
+-- dtype must hold it, as for every in-place op).
+for _, name in ipairs({ 'logit', 'frac', 'hypot', 'copysign', 'xlogy', 'gcd', 'lcm', 'heaviside' }) do
+  local f = methods[name]
+  methods[name .. '_'] = function(x, ...) return x:copy_(f(x, ...)) end
 end
+
+local composed = { 'logit', 'frac', 'hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax', 'fmin',
+  'nan_to_num', 'heaviside', 'gcd', 'lcm', 'isclose', 'allclose', 'equal', 'isin' }
+for _, name in ipairs(composed) do M[name] = methods[name] end
+require('ember.ops.named').wrap(composed, methods, M)
+require('ember.ops.named').wrap({ 'logit_', 'frac_', 'hypot_', 'copysign_', 'xlogy_', 'gcd_',
+  'lcm_', 'heaviside_', 'nan_to_num_' }, methods)
 
 return M

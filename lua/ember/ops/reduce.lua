@@ -114,9 +114,7 @@ local function moments(name, cfun)
     if is_options(dim) or type(dim) == 'boolean' then dim, a, b = nil, dim, a end
     local correction, keepdim = 1, b
     if type(a) == 'table' then
-      for k in pairs(a) do
-        if not option_keys[k] then error(name .. ': unknown option ' .. tostring(k), 2) end
-      end
+      require('ember.util.names').check_options(name, a, option_keys)
       if a.correction ~= nil and a.unbiased ~= nil then
         error(name .. ': give correction or unbiased, not both', 2)
       end

@@ -10,6 +10,7 @@ local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local pw = require 'ember.ops.pointwise'
 local creation = require 'ember.creation'
+local names = require 'ember.util.names'
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
 local M = {}
@@ -157,11 +158,7 @@ function methods.quantile(x, q, dim, keepdim, interpolation)
   local fn = 'quantile'
   need_tensor(fn, x)
   if type(dim) == 'table' then
-    for key in pairs(dim) do
-      if key ~= 'dim' and key ~= 'keepdim' and key ~= 'interpolation' then
-        error('quantile: unknown option ' .. tostring(key), 2)
-      end
-    end
+    names.check_options(fn, dim, { 'dim', 'keepdim', 'interpolation' }, 2)
     dim, keepdim, interpolation = dim.dim, dim.keepdim, dim.interpolation
   end
   interpolation = interpolation or 'linear'
@@ -247,9 +244,7 @@ end
 function methods.aminmax(x, dim, keepdim)
   need_tensor('aminmax', x)
   if type(dim) == 'table' then
-    for key in pairs(dim) do
-      if key ~= 'dim' and key ~= 'keepdim' then error('aminmax: unknown option ' .. tostring(key), 2) end
-    end
+    names.check_options('aminmax', dim, { 'dim', 'keepdim' }, 2)
     dim, keepdim = dim.dim, dim.keepdim
   end
   if x:numel() == 0 then error('aminmax: expected a non-empty tensor', 2) end
@@ -333,11 +328,7 @@ function methods.diff(x, n, dim, prepend, append)
   local fn = 'diff'
   need_tensor(fn, x)
   if type(n) == 'table' then
-    for key in pairs(n) do
-      if key ~= 'n' and key ~= 'dim' and key ~= 'prepend' and key ~= 'append' then
-        error('diff: unknown option ' .. tostring(key), 2)
-      end
-    end
+    names.check_options(fn, n, { 'n', 'dim', 'prepend', 'append' }, 2)
     n, dim, prepend, append = n.n, n.dim, n.prepend, n.append
   end
   n = n or 1
@@ -369,9 +360,9 @@ function methods.diff(x, n, dim, prepend, append)
   return v
 end
 
-for _, name in ipairs({ 'median', 'kthvalue', 'mode', 'quantile', 'aminmax', 'var_mean',
-  'std_mean', 'cummax', 'cummin', 'logcumsumexp', 'diff' }) do
-  M[name] = methods[name]
-end
+local composed = { 'median', 'kthvalue', 'mode', 'quantile', 'aminmax', 'var_mean', 'std_mean',
+  'cummax', 'cummin', 'logcumsumexp', 'diff' }
+for _, name in ipairs(composed) do M[name] = methods[name] end
+require('ember.ops.named').wrap(composed, methods, M)
 
 return M

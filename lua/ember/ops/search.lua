@@ -9,6 +9,7 @@ local core = require 'ember.core'
 local tensor = require 'ember.tensor'
 local pw = require 'ember.ops.pointwise'
 local creation = require 'ember.creation'
+local names = require 'ember.util.names'
 local C, own = core.C, core.own
 local methods, is_tensor = tensor.methods, tensor.is_tensor
 
@@ -20,13 +21,9 @@ local function need_tensor(fn, x, what)
   end
 end
 
+-- The shared options check (ember.util.names): unknown keys name the closest valid one.
 local function options(fn, opts, keys)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then error(fn .. ': expected an options table, got ' .. type(opts), 3) end
-  for k in pairs(opts) do
-    if not keys[k] then error(('%s: unknown option %s'):format(fn, tostring(k)), 3) end
-  end
-  return opts
+  return names.check_options(fn, opts, keys, 3)
 end
 
 local function sizes_equal(a, b, upto)
@@ -200,35 +197,52 @@ function methods.histc(x, bins, lo, hi)
 end
 M.histc = methods.histc
 
--- unique_consecutive(x [, opts]) with opts {return_inverse=, return_counts=}: the flattened
--- input with each run of equal elements kept once; inverse (1-based, x's shape) and counts
--- on request, in that order.
+-- unique_consecutive(x [, opts]) with opts {return_inverse=, return_counts=, dim=}: the
+-- flattened input (or, with dim, the slices along dim) with each run of equal elements
+-- (slices) kept once; inverse (1-based: x's shape, or a 1-d tensor over dim) and counts on
+-- request, in that order.
 function methods.unique_consecutive(x, opts)
   local fn = 'unique_consecutive'
   need_tensor(fn, x, 'the input')
   opts = options(fn, opts, { return_inverse = true, return_counts = true, dim = true })
-  if opts.dim ~= nil then
-    error('unique_consecutive: not implemented with dim (it works on the flattened input)', 2)
-  end
-  local flat = x:reshape(-1)
-  local n = flat:numel()
   local dev = x:device()
-  local starts
-  if n == 0 then
-    starts = creation.zeros(0, { dtype = 'bool', device = dev })
+  local d, src, n
+  if opts.dim == nil then
+    src, d = x:reshape(-1), 1
   else
-    local head = creation.ones(1, { dtype = 'bool', device = dev })
-    starts = head
-    if n > 1 then
-      starts = methods.cat({ head, flat:narrow(1, 2, n - 1):ne(flat:narrow(1, 1, n - 1)) })
+    if x:dim() == 0 then error('unique_consecutive: expected a tensor of at least 1 dimension with dim', 2) end
+    local dim = opts.dim
+    if type(dim) ~= 'number' or dim ~= math.floor(dim) or dim == 0 or dim > x:dim() or dim < -x:dim() then
+      error(('unique_consecutive: dimension %s out of range for a %d-d tensor'):format(
+        tostring(dim), x:dim()), 2)
     end
+    src, d = x, dim < 0 and x:dim() + dim + 1 or dim
   end
-  local values = flat:masked_select(starts)
+  n = src:size(d)
+  local starts = creation.ones(math.min(n, 1), { dtype = 'bool', device = dev })
+  if n > 1 then
+    local change = src:narrow(d, 2, n - 1):ne(src:narrow(d, 1, n - 1))
+    if src:dim() > 1 then -- a slice starts a run when any of its elements changed
+      local perm = { d }
+      for k = 1, src:dim() do if k ~= d then perm[#perm + 1] = k end end
+      change = change:permute(perm):reshape(n - 1, -1):any(2)
+    end
+    starts = methods.cat({ starts, change })
+  end
+  local values
+  if opts.dim == nil then
+    values = src:masked_select(starts)
+  else
+    local at = starts:nonzero():reshape(-1)
+    values = src:index_select(d, at)
+  end
   local inverse = starts:to('int64'):cumsum(1)
   local out = { values }
-  if opts.return_inverse then out[#out + 1] = inverse:reshape(x:size()) end
+  if opts.return_inverse then
+    out[#out + 1] = opts.dim == nil and inverse:reshape(x:size()) or inverse
+  end
   if opts.return_counts then
-    local k = values:numel()
+    local k = values:dim() > 0 and values:size(d) or 0
     local cnt = creation.zeros(k, { dtype = 'int64', device = dev })
     if n > 0 then
       local ones = creation.ones(n, { dtype = 'int64', device = dev })
@@ -239,5 +253,8 @@ function methods.unique_consecutive(x, opts)
   return unpack(out)
 end
 M.unique_consecutive = methods.unique_consecutive
+
+require('ember.ops.named').wrap({ 'searchsorted', 'bucketize', 'bincount', 'histc',
+  'unique_consecutive' }, methods, M)
 
 return M

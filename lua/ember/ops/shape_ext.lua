@@ -19,6 +19,8 @@ local where = require('ember.ops.pointwise').where
 
 local M = {}
 
+local check_options = require('ember.util.names').check_options
+
 local function cat(...) return require('ember.ops.index').cat(...) end
 
 local function fail(fn, msg) error(fn .. ': ' .. msg, 3) end
@@ -103,9 +105,9 @@ function methods.diagonal(x, offset, dim1, dim2)
   else
     len, start = math.max(math.min(rows + offset, cols), 0), -offset * cols
   end
-  local lead = m:size()
-  lead[n - 1], lead[n] = nil, nil
-  local flat = methods.reshape(m, (function() local s = { unpack(lead) }; s[#s + 1] = rows * cols; return s end)())
+  local merged = m:size()   -- [lead..., rows * cols]
+  merged[n - 1], merged[n] = rows * cols, nil
+  local flat = methods.reshape(m, merged)
   if len == 0 then return methods.narrow(flat, -1, 1, 0) end
   -- Element i of the diagonal is at start + i * (cols + 1) in the merged dim.
   local last = start + (len - 1) * (cols + 1)
@@ -177,15 +179,8 @@ local function tri_indices(fn, lower)
         end
       end
     end
-    local o = { dtype = 'int64', device = opts and opts.device }
-    if opts then
-      for key in pairs(opts) do
-        if key ~= 'dtype' and key ~= 'device' then
-          fail(fn, ('unknown option %s (expected dtype, device)'):format(tostring(key)))
-        end
-      end
-      o.dtype = opts.dtype or 'int64'
-    end
+    opts = check_options(fn, opts, { 'dtype', 'device' })
+    local o = { dtype = opts.dtype or 'int64', device = opts.device }
     if #rs == 0 then return creation.zeros(2, 0, o) end
     return creation.tensor({ rs, cs }, o)
   end
@@ -464,10 +459,7 @@ function M.meshgrid(...)
     opts = table.remove(args)
   end
   if #args == 1 and type(args[1]) == 'table' and not is_tensor(args[1]) then args = args[1] end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= 'indexing' then fail('meshgrid', ('unknown option %s (expected indexing)'):format(tostring(k))) end
-  end
+  opts = check_options('meshgrid', opts, { 'indexing' })
   local indexing = opts.indexing or 'ij'
   if indexing ~= 'ij' and indexing ~= 'xy' then
     fail('meshgrid', "expected indexing 'ij' or 'xy', got " .. tostring(indexing))
@@ -572,14 +564,8 @@ end
 
 -- ---- new_*, type_as --------------------------------------------------------------------------
 local function new_opts(fn, x, opts)
-  if opts ~= nil and type(opts) ~= 'table' then
-    fail(fn, 'expected an options table {dtype=, device=}, got ' .. type(opts))
-  end
   local o = { dtype = x:dtype(), device = x:device() }
-  for k, v in pairs(opts or {}) do
-    if k ~= 'dtype' and k ~= 'device' and k ~= 'requires_grad' then
-      fail(fn, ('unknown option %s (expected dtype, device, requires_grad)'):format(tostring(k)))
-    end
+  for k, v in pairs(check_options(fn, opts, { 'dtype', 'device', 'requires_grad' }, 3)) do
     o[k] = v
   end
   return o
@@ -650,16 +636,20 @@ function M.logspace(start, stop, steps, base, opts)
   if type(steps) ~= 'number' or steps ~= math.floor(steps) or steps < 0 then
     error('logspace: expected an integer number of steps >= 0, got ' .. tostring(steps), 2)
   end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= 'dtype' and k ~= 'device' then
-      error(('logspace: unknown option %s (expected dtype, device)'):format(tostring(k)), 2)
-    end
-  end
+  opts = check_options('logspace', opts, { 'dtype', 'device' })
   local dtype = opts.dtype or core.dtype_names[core.default_dtype]
   local e = creation.linspace(start, stop, steps, { dtype = 'float64' })
   local r = methods.pow(base, e)
   return methods.to(methods.to(r, dtype), opts.device or core.device_name(C.em_default_device()))
 end
+
+-- Errors of the ops inside carry these functions' names.
+local as_op = require 'ember.util.as_op'
+as_op.wrap_all(methods, { 'diagonal', 'diag_embed', 'diag', 'trace', 'movedim', 'unflatten',
+  'tensor_split', 'tile', 'repeat_interleave', 'rot90', 'broadcast_to', 'as_strided' })
+as_op.wrap_all(M, { 'hstack', 'vstack', 'dstack', 'column_stack', 'meshgrid' })
+M.row_stack = M.vstack
+M.repeat_interleave = methods.repeat_interleave
+methods.moveaxis = methods.movedim
 
 return M

@@ -74,11 +74,29 @@ local function class(name, spec)
   return cls
 end
 
+-- The named options of each scheduler made by class() (positional entries are not checked).
+local OPTIONS = {
+  StepLR = { 'step_size', 'gamma' }, MultiStepLR = { 'milestones', 'gamma' },
+  ExponentialLR = { 'gamma' }, LinearLR = { 'start_factor', 'end_factor', 'total_iters' },
+  CosineAnnealingLR = { 'T_max', 'eta_min' }, ConstantLR = { 'factor', 'total_iters' },
+  PolynomialLR = { 'total_iters', 'power' },
+  CosineAnnealingWarmRestarts = { 'T_0', 'T_mult', 'eta_min' }, LambdaLR = { 'lr_lambda' },
+  OneCycleLR = { 'max_lr', 'total_steps', 'epochs', 'steps_per_epoch', 'pct_start',
+    'anneal_strategy', 'cycle_momentum', 'base_momentum', 'max_momentum', 'div_factor',
+    'final_div_factor', 'three_phase' },
+}
+
 function M.new(cls, opt, opts)
   local name = cls.__name
   if not is_optimizer(opt) then fail(name, 'expected an optimizer, got ' .. type(opt)) end
   opts = opts or {}
   if type(opts) ~= 'table' then fail(name, 'expected an options table, got ' .. type(opts)) end
+  if OPTIONS[name] then
+    local named, allowed = {}, { 'last_epoch' }
+    for k, v in pairs(opts) do if type(k) == 'string' then named[k] = v end end
+    for _, k in ipairs(OPTIONS[name]) do allowed[#allowed + 1] = k end
+    require('ember.util.names').check_options(name, named, allowed, 0)
+  end
   local self = setmetatable({ optimizer = opt, _step_count = 0 }, cls)
   local last_epoch = opts.last_epoch or -1
   check_int(name, 'last_epoch', last_epoch, -1)

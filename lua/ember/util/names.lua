@@ -4,9 +4,16 @@
 --   Linear: unknown option biass (did you mean bias? expected one of bias, dtype, device)
 -- The REPL's `?name`, unknown tensor methods and unknown ember fields use the same
 -- suggestions.
+-- The REPL's help uses these too, and must keep working when the user redefines the standard
+-- globals, so they are taken once here.
+local tostring, type, pairs, ipairs, error, math, table = tostring, type, pairs, ipairs, error,
+  math, table
+local min, max, floor, sort, concat = math.min, math.max, math.floor, table.sort, table.concat
+
 local M = {}
 
--- Edits (insert, delete, substitute, swap two neighbours) from a to b.
+-- Edits (insert, delete, substitute, swap two neighbours) from a to b. A swap, the commonest
+-- typo, counts half, so that 'zerso' is nearer 'zeros' than 'zero'.
 function M.distance(a, b)
   local d = {}
   for i = 0, #a do d[i] = { [0] = i } end
@@ -14,9 +21,9 @@ function M.distance(a, b)
   for i = 1, #a do
     for j = 1, #b do
       local cost = a:byte(i) == b:byte(j) and 0 or 1
-      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      local v = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
       if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
-        v = math.min(v, d[i - 2][j - 2] + 1)
+        v = min(v, d[i - 2][j - 2] + 0.5)
       end
       d[i][j] = v
     end
@@ -32,19 +39,14 @@ function M.closest(name, candidates, limit)
   for _, n in ipairs(candidates) do
     local l = n:lower()
     local d = M.distance(q, l)
-    local near = d <= math.max(1, math.floor((#q + 1) / 3))
+    local near = d <= max(1, floor((#q + 1) / 3))
     if near or (#q >= 3 and l:sub(1, #q) == q) then
-      scored[#scored + 1] = { n, near and d or #q, math.abs(#l - #q) }
+      scored[#scored + 1] = { n, near and d or #q }
     end
   end
-  -- closest first; between equals, the one of the same length (a swap before a deletion)
-  table.sort(scored, function(a, b)
-    if a[2] ~= b[2] then return a[2] < b[2] end
-    if a[3] ~= b[3] then return a[3] < b[3] end
-    return a[1] < b[1]
-  end)
+  sort(scored, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
   local out = {}
-  for i = 1, math.min(limit or 6, #scored) do out[i] = scored[i][1] end
+  for i = 1, min(limit or 6, #scored) do out[i] = scored[i][1] end
   return out
 end
 
@@ -52,7 +54,7 @@ end
 function M.hint(name, candidates)
   local near = M.closest(name, candidates, 3)
   if #near == 0 then return '' end
-  return " (did you mean '" .. table.concat(near, "', '") .. "'?)"
+  return " (did you mean '" .. concat(near, "', '") .. "'?)"
 end
 
 local function keys_of(allowed)
@@ -62,18 +64,19 @@ local function keys_of(allowed)
   else
     for k in pairs(allowed) do list[#list + 1] = k end
   end
-  if allowed[1] == nil then table.sort(list) end -- a list keeps its order
+  if allowed[1] == nil then sort(list) end -- a list keeps its order
   return list
 end
 
 -- Checks an options table: nil gives {}; anything but a plain table, or a key not in `allowed`
 -- (a list or a set of names), raises an error naming fn, at `level` as error's level in the
--- caller of check_options (default 2: the caller's caller). Returns opts, or {} for nil.
+-- caller of check_options (default 2: the caller's caller; 0: no position, for a caller that
+-- adds it when it raises the message again). Returns opts, or {} for nil.
 function M.check_options(fn, opts, allowed, level)
-  level = (level or 2) + 1
+  level = level == 0 and 0 or (level or 2) + 1
   if opts == nil then return {} end
   if type(opts) ~= 'table' then
-    error(('%s: expected a table of options, got %s'):format(fn, type(opts)), level)
+    error(('%s: expected an options table, got %s'):format(fn, type(opts)), level)
   end
   local set = allowed
   if allowed[1] ~= nil then
@@ -86,7 +89,7 @@ function M.check_options(fn, opts, allowed, level)
       local near = type(k) == 'string' and M.closest(k, list, 1) or {}
       local hint = #near > 0 and ('did you mean ' .. near[1] .. '? ') or ''
       error(('%s: unknown option %s (%sexpected one of %s)'):format(fn, tostring(k), hint,
-        table.concat(list, ', ')), level)
+        concat(list, ', ')), level)
     end
   end
   return opts

@@ -312,10 +312,11 @@ int em_write_npy(const char *path, const em_tensor *t) {
   if (!b.failed && t->ndim > 1) b.len -= 2, b.data[b.len] = '\0';
   else if (!b.failed && t->ndim == 1) b.len -= 1, b.data[b.len] = '\0';
   em_buf_puts(&b, "), }");
-  /* Pad with spaces and a final newline so that the data starts at a multiple of 64. */
+  /* Pad with spaces and a final newline so that the data starts at a multiple of 64 (a failed
+   * buffer grows no more: the loop must not wait for it). */
   int v2 = b.len + 1 + 10 > 65535;
   size_t prefix = v2 ? 12 : 10;
-  while ((prefix + b.len + 1) % 64 != 0) em_buf_puts(&b, " ");
+  while (!b.failed && (prefix + b.len + 1) % 64 != 0) em_buf_puts(&b, " ");
   em_buf_puts(&b, "\n");
   if (b.failed) {
     em_buf_free(&b);

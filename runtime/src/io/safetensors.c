@@ -440,7 +440,7 @@ static void header_json(em_buf *b, int64_t n, const char *const *names, em_tenso
     pos += bytes;
   }
   em_buf_puts(b, "}");
-  while (b->len % 8 != 0) em_buf_puts(b, " ");
+  while (!b->failed && b->len % 8 != 0) em_buf_puts(b, " "); /* a failed buffer grows no more */
 }
 
 /* One tensor's bytes, little-endian, from a contiguous CPU copy. */

@@ -5,8 +5,8 @@
  * The kernel computes the gradient in the same pass as the loss (the backward variables need
  * the forward ones anyway), when log_probs requires grad; the backward then only scales it by
  * the incoming gradient per batch element. Lengths and targets are small host data: they are
- * read on the CPU, as PyTorch's CPU kernel does. No device but the CPU has a kernel: the slot
- * is optional, and an empty one raises "ctc_loss: not implemented on <device>".
+ * read on the CPU, as PyTorch's CPU kernel does (the Vulkan kernel uploads what it needs). The
+ * slot is optional: a device without it raises "ctc_loss: not implemented on <device>".
  */
 #include "../autograd/record.h"
 #include "../backend.h"

@@ -86,6 +86,10 @@ int em_vk_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const 
                              const struct em_attn_geom *g);
 /* -- mixed precision (vk_amp.c) -- */
 int em_vk_amp_unscale(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
+int em_vk_ctc_loss(em_tensor *nll, em_tensor *grad, const em_tensor *log_probs,
+                   const em_tensor *targets, const int64_t *input_lengths,
+                   const int64_t *target_lengths, const int64_t *target_offsets, int64_t blank,
+                   int zero_infinity); /* vk_ctc.c */
 
 
 /* The table's synchronize takes no device: it waits for every started device. */
@@ -163,5 +167,6 @@ const em_backend em_vulkan_backend = {
   .sgd_step = em_vk_sgd_step,
   .adam_step = em_vk_adam_step,
   .amp_unscale = em_vk_amp_unscale,
+  .ctc_loss = em_vk_ctc_loss,
 
 };

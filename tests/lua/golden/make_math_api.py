@@ -44,6 +44,30 @@ put('logit.eps', torch.logit(special, eps=0.1))
 put('nan_to_num.special', torch.nan_to_num(special))
 put('nan_to_num.args', torch.nan_to_num(special, nan=7.0, posinf=100.0, neginf=-100.0))
 
+# ---- gradients: d(sum(f(x) * w))/dx on inputs inside each domain ------------------------------
+domains = {'asin': (-0.9, 0.9), 'acos': (-0.9, 0.9), 'atan': (-3, 3), 'sinh': (-3, 3),
+           'cosh': (-3, 3), 'asinh': (-3, 3), 'acosh': (1.2, 4), 'atanh': (-0.9, 0.9),
+           'log2': (0.2, 5), 'log10': (0.2, 5), 'exp2': (-3, 3), 'erfc': (-2, 2),
+           'erfinv': (-0.95, 0.95), 'lgamma': (-3.5, 6), 'digamma': (-3.5, 6), 'frac': (-3, 3),
+           'logit': (0.05, 0.95)}
+gw = torch.randn(4, 5, dtype=f64)
+put('grad.w', gw)
+for name, (lo, hi) in domains.items():
+    gx = (lo + (hi - lo) * torch.rand(4, 5, dtype=f64)).requires_grad_(True)
+    (getattr(torch, name)(gx) * gw).sum().backward()
+    put(f'grad.{name}.x', gx)
+    put(f'grad.{name}', gx.grad)
+gy = torch.randn(4, 5, dtype=f64)
+put('grad.y', gy)
+for name in ['hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax', 'fmin']:
+    ga = (0.1 + torch.rand(4, 5, dtype=f64)).requires_grad_(True)
+    gb = gy.clone().requires_grad_(True)
+    (getattr(torch, name)(ga, gb) * gw).sum().backward()
+    put(f'grad.{name}.a', ga)
+    put(f'grad.{name}.da', ga.grad)
+    if gb.grad is not None:
+        put(f'grad.{name}.db', gb.grad)
+
 # ---- binary on every pair of special values ------------------------------------------------
 a, b = special.view(-1, 1), special.view(1, -1)
 for name in ['hypot', 'copysign', 'logaddexp', 'xlogy', 'fmax', 'fmin']:
@@ -150,6 +174,16 @@ v, inv, cnt = torch.unique_consecutive(uc, return_inverse=True, return_counts=Tr
 put('uc.v', v)
 put('uc.inv', inv + 1)
 put('uc.cnt', cnt)
+ucm = torch.tensor([[1, 1, 2, 2, 2], [3, 3, 1, 1, 4], [0, 0, 0, 0, 0]], dtype=f64)
+put('ucm.in', ucm)
+v, inv, cnt = torch.unique_consecutive(ucm, return_inverse=True, return_counts=True, dim=1)
+put('ucm.v', v)
+put('ucm.inv', inv + 1)
+put('ucm.cnt', cnt)
+v, inv, cnt = torch.unique_consecutive(ucm[[0, 0, 1, 2, 2]], return_inverse=True, return_counts=True, dim=0)
+put('ucm0.v', v)
+put('ucm0.inv', inv + 1)
+put('ucm0.cnt', cnt)
 
 # --- write ------------------------------------------------------------------------------------
 header, blobs, pos = {}, [], 0
