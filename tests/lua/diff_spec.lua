@@ -51,15 +51,9 @@ local KNOWN = {
     why = 'float64 digamma backward (trigamma) is off by 3e-10 relative: not float64-accurate' },
   { op = 'hardsigmoid', dtype = 'float64', where = 'grad',
     why = 'float64 hardsigmoid backward is off by 3e-8 (a float32 constant)' },
-  { op = 'threshold', kind = 'special', where = 'forward',
-    why = 'threshold replaces NaN by value; PyTorch keeps NaN' },
-  { op = 'cosine_similarity', where = 'forward',
-    why = 'cosine_similarity does not broadcast x1 and x2 against each other' },
   { op = 'median', where = 'grad', msg = 'does not require grad',
     why = 'the median of an empty tensor does not record its input: backward fails where ' ..
       'PyTorch gives zeros' },
-  { op = 'chunk', where = 'forward', msg = '1 outputs, PyTorch 2',
-    why = 'chunk(n) of a zero-size dim gives one piece; PyTorch gives n empty ones' },
   { op = 'batch_norm_train', where = 'forward', msg = 'more than 1 value per channel',
     why = 'batch_norm in training refuses an empty batch; PyTorch returns an empty result' },
   -- special values (NaN, +-inf, huge) that Ember's composed formulas turn into other
@@ -68,6 +62,9 @@ local KNOWN = {
     why = 'a norm over an infinite input gives +-inf or 0 where PyTorch gives NaN' },
   { op = 'normalize', kind = 'special', where = 'forward',
     why = 'normalize with an infinite element: Ember gives finite values, PyTorch x / inf' },
+  { op = 'cosine_similarity', kind = 'special', where = 'forward',
+    why = 'cosine_similarity of huge inputs: sum(x1 x2) / sqrt(|x1|^2 |x2|^2) overflows to ' ..
+      'inf / inf = NaN where PyTorch 1.13 gives 0' },
   { op = 'cosine_embedding_loss', kind = 'special', where = 'forward',
     why = 'cosine_embedding_loss of non-finite inputs: NaN where PyTorch gives 0' },
   { op = { 'conv_transpose1d', 'conv_transpose2d' }, kind = 'special', where = 'forward',

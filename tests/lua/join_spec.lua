@@ -160,7 +160,7 @@ describe('split and chunk', function()
     H.assert_close(ch[1], { { 1, 2, 3 }, { 6, 7, 8 } })
     H.assert_close(ch[2], { { 4, 5 }, { 9, 10 } })
     assert.are.equal(2, #x:chunk(3, 1))      -- at most n chunks, as in PyTorch
-    assert.are.equal(1, #ember.zeros(0, 2):chunk(3))
+    assert.are.equal(3, #ember.zeros(0, 2):chunk(3))  -- n empty pieces, as PyTorch
   end)
 
   it('reports bad sizes', function()

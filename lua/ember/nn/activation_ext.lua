@@ -124,7 +124,8 @@ function F.threshold(x, ...)
   local t = number(fn, 'threshold', o.threshold)
   local v = number(fn, 'value', o.value)
   if t == nil or v == nil then error(fn .. ': expected threshold and value numbers', 2) end
-  return finish(fn, x, where(x:gt(t), x, v), o.inplace)
+  -- x <= threshold takes value: NaN, which compares false, stays NaN (as PyTorch)
+  return finish(fn, x, where(x:le(t), v, x), o.inplace)
 end
 
 -- prelu(x, weight): x where x > 0, else weight * x; weight has 1 element or one per channel

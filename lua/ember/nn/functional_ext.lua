@@ -289,6 +289,7 @@ function F.cosine_similarity(x1, x2, ...)
   need(fn, 'x2', x2)
   local o = named(fn, { 'dim', 'eps' }, ...)
   local dim, eps = o.dim or 2, o.eps or 1e-8
+  x1, x2 = unpack(E().broadcast_tensors(x1, x2))
   local w12 = (x1 * x2):sum(dim)
   local w1, w2 = x1:square():sum(dim), x2:square():sum(dim)
   return w12 / (w1 * w2):clamp_min(eps * eps):sqrt()

@@ -334,7 +334,12 @@ function methods.chunk(x, chunks, dim)
     argerror('chunk', 'expected a positive number of chunks, got ' .. tostring(chunks))
   end
   local n = dim_size('chunk', x, dim)
-  return methods.split(x, math.max(math.ceil(n / chunks), 1), dim)
+  if n == 0 then -- PyTorch: n empty pieces of a zero-size dim
+    local parts = {}
+    for i = 1, chunks do parts[i] = methods.narrow(x, dim, 1, 0) end
+    return parts
+  end
+  return methods.split(x, math.ceil(n / chunks), dim)
 end
 
 -- ---- flip, roll, repeat, tril, triu ---------------------------------------------------------
