@@ -16,6 +16,8 @@ import struct
 
 import torch
 
+import golden_io
+
 torch.manual_seed(0)
 f64 = torch.float64
 out = {}
@@ -185,22 +187,4 @@ put('ucm0.v', v)
 put('ucm0.inv', inv + 1)
 put('ucm0.cnt', cnt)
 
-# --- write ------------------------------------------------------------------------------------
-header, blobs, pos = {}, [], 0
-for name in sorted(out):
-    t = out[name]
-    data = t.numpy().astype('<f8').tobytes()
-    header[name] = {'dtype': 'F64', 'shape': list(t.shape), 'data_offsets': [pos, pos + len(data)]}
-    blobs.append(data)
-    pos += len(data)
-header['__metadata__'] = {'generator': 'tests/lua/golden/make_math_api.py',
-                          'torch': torch.__version__}
-h = json.dumps(header, separators=(',', ':')).encode()
-h += b' ' * (-len(h) % 8)
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'math_api.safetensors')
-with open(path, 'wb') as f:
-    f.write(struct.pack('<Q', len(h)))
-    f.write(h)
-    for b in blobs:
-        f.write(b)
-print(path, len(out), 'tensors', pos, 'bytes')
+golden_io.write(out, 'math_api.safetensors', 'tests/lua/golden/make_math_api.py', 'F64')

@@ -16,6 +16,8 @@ import os
 import struct
 
 import torch
+
+import golden_io
 import torch.nn.functional as F
 
 torch.manual_seed(0)
@@ -190,22 +192,4 @@ case('avg_pool3d_div', lambda x: F.avg_pool3d(x, 2, stride=1, divisor_override=3
 case('adaptive_max1d', lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), {'x': rn(2, 3, 9)}, idx=True)
 case('adaptive_max2d', lambda x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True), {'x': rn(2, 3, 7, 5)}, idx=True)
 
-# --- write ------------------------------------------------------------------------------------
-header, blobs, pos = {}, [], 0
-for name in sorted(out):
-    t = out[name]
-    data = t.numpy().astype('<f4').tobytes()
-    header[name] = {'dtype': 'F32', 'shape': list(t.shape), 'data_offsets': [pos, pos + len(data)]}
-    blobs.append(data)
-    pos += len(data)
-header['__metadata__'] = {'generator': 'tests/lua/golden/make_nn_functional.py',
-                          'torch': torch.__version__}
-h = json.dumps(header, separators=(',', ':')).encode()
-h += b' ' * (-len(h) % 8)
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'nn_functional.safetensors')
-with open(path, 'wb') as f:
-    f.write(struct.pack('<Q', len(h)))
-    f.write(h)
-    for b in blobs:
-        f.write(b)
-print(path, len(out), 'tensors', pos, 'bytes')
+golden_io.write(out, 'nn_functional.safetensors', 'tests/lua/golden/make_nn_functional.py', 'F32')

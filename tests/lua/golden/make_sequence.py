@@ -18,6 +18,8 @@ import os
 import struct
 
 import torch
+
+import golden_io
 import torch.nn as nn
 
 torch.manual_seed(0)
@@ -105,21 +107,4 @@ put('rope.q', q)
 put('rope.q_embed', q_embed)
 # RMSNorm is PyTorch 2.4's (not in 1.13): checked against a float64 formula in its spec.
 
-header, blobs, offset = {}, [], 0
-for name in sorted(out):
-    t = out[name]
-    data = t.numpy().astype('<f8').tobytes()
-    header[name] = {'dtype': 'F64', 'shape': list(t.shape), 'data_offsets': [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-header['__metadata__'] = {'generator': 'tests/lua/golden/make_sequence.py', 'torch': torch.__version__}
-text = json.dumps(header, separators=(',', ':')).encode()
-text += b' ' * (-len(text) % 8)
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sequence.safetensors')
-with open(path + '.tmp', 'wb') as f:
-    f.write(struct.pack('<Q', len(text)))
-    f.write(text)
-    for b in blobs:
-        f.write(b)
-os.replace(path + '.tmp', path)
-print(f'{path}: {len(out)} tensors, {offset} bytes of data')
+golden_io.write(out, 'sequence.safetensors', 'tests/lua/golden/make_sequence.py', 'F64')

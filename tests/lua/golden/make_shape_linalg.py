@@ -16,6 +16,8 @@ import struct
 
 import torch
 
+import golden_io
+
 torch.manual_seed(0)
 torch.set_default_dtype(torch.float64)
 out = {}
@@ -159,21 +161,4 @@ for ordname, o in [('fro', 'fro'), ('nuc', 'nuc'), ('1', 1), ('n1', -1), ('inf',
 case('matrix_norm_dims', lambda x: torch.linalg.matrix_norm(x, 1, dim=(2, 0), keepdim=True),
      randn(3, 2, 4))
 
-header, blobs, offset = {}, [], 0
-for name in sorted(out):
-    t = out[name]
-    data = t.numpy().astype('<f8').tobytes()
-    header[name] = {'dtype': 'F64', 'shape': list(t.shape), 'data_offsets': [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-header['__metadata__'] = {'generator': 'tests/lua/golden/make_shape_linalg.py', 'torch': torch.__version__}
-text = json.dumps(header, separators=(',', ':')).encode()
-text += b' ' * (-len(text) % 8)
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'shape_linalg.safetensors')
-with open(path + '.tmp', 'wb') as f:
-    f.write(struct.pack('<Q', len(text)))
-    f.write(text)
-    for b in blobs:
-        f.write(b)
-os.replace(path + '.tmp', path)
-print(f'{len(out)} tensors, {offset} bytes of data')
+golden_io.write(out, 'shape_linalg.safetensors', 'tests/lua/golden/make_shape_linalg.py', 'F64')

@@ -12,6 +12,8 @@ import os
 import struct
 
 import torch
+
+import golden_io
 import torch.nn as nn
 
 torch.manual_seed(0)
@@ -120,22 +122,4 @@ for n, tt in [('src', src), ('tgt', tgt), ('y', y)]:
     put(f'tr.{n}', tt)
 grads('tr', y, [('src', src)])
 
-# --- write ------------------------------------------------------------------------------------
-header, blobs, pos = {}, [], 0
-for name in sorted(out):
-    t = out[name]
-    data = t.numpy().astype('<f4').tobytes()
-    header[name] = {'dtype': 'F32', 'shape': list(t.shape), 'data_offsets': [pos, pos + len(data)]}
-    blobs.append(data)
-    pos += len(data)
-header['__metadata__'] = {'generator': 'tests/lua/golden/make_transformer.py',
-                          'torch': torch.__version__}
-h = json.dumps(header, separators=(',', ':')).encode()
-h += b' ' * (-len(h) % 8)
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'transformer.safetensors')
-with open(path, 'wb') as f:
-    f.write(struct.pack('<Q', len(h)))
-    f.write(h)
-    for b in blobs:
-        f.write(b)
-print(path, len(out), 'tensors', pos, 'bytes')
+golden_io.write(out, 'transformer.safetensors', 'tests/lua/golden/make_transformer.py', 'F32')
