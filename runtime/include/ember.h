@@ -26,6 +26,13 @@ extern "C" {
 
 #define EMBER_VERSION "0.1.0"
 
+/* EM_API marks the public API: the library is built with hidden visibility, so exactly the
+ * functions declared here with EM_API are exported. LuaJIT's cdef gets the declarations
+ * without it (scripts/sync-cdef.sh strips the word). */
+#ifndef EM_API
+#  define EM_API __attribute__((visibility("default")))
+#endif
+
 /* EMBER_FFI_BEGIN: from here to EMBER_FFI_END the text is also read by LuaJIT's ffi.cdef, so it
  * holds declarations only: no preprocessor lines. */
 
@@ -67,30 +74,30 @@ typedef struct em_tensor {
 } em_tensor;
 
 /* ---- errors -------------------------------------------------------------------------------- */
-const char *em_last_error(void);
-em_error_kind em_last_error_kind(void);
-void em_clear_error(void);
+EM_API const char *em_last_error(void);
+EM_API em_error_kind em_last_error_kind(void);
+EM_API void em_clear_error(void);
 /* Sets the thread's message: how hooks and other callbacks report failure. */
-void em_set_error(const char *message);
+EM_API void em_set_error(const char *message);
 
 /* ---- dtypes -------------------------------------------------------------------------------- */
-const char *em_dtype_name(em_dtype dtype);       /* "float32", ... */
-int em_dtype_from_name(const char *name);        /* -1 with an error for unknown names */
-size_t em_dtype_size(em_dtype dtype);
-int em_dtype_is_floating(em_dtype dtype);
-em_dtype em_promote_types(em_dtype a, em_dtype b);
-em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
+EM_API const char *em_dtype_name(em_dtype dtype);       /* "float32", ... */
+EM_API int em_dtype_from_name(const char *name);        /* -1 with an error for unknown names */
+EM_API size_t em_dtype_size(em_dtype dtype);
+EM_API int em_dtype_is_floating(em_dtype dtype);
+EM_API em_dtype em_promote_types(em_dtype a, em_dtype b);
+EM_API em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
 
 /* ---- devices ------------------------------------------------------------------------------- */
-int em_device_count(void);                       /* devices known to this process, cpu included */
-const char *em_device_name(int device);          /* "cpu", "vulkan:0" */
-int em_device_parse(const char *spec);           /* "cpu", "auto", ... -> id, or -1 */
-int em_default_device(void);
-int em_set_default_device(int device);
+EM_API int em_device_count(void);                       /* devices known to this process, cpu included */
+EM_API const char *em_device_name(int device);          /* "cpu", "vulkan:0" */
+EM_API int em_device_parse(const char *spec);           /* "cpu", "auto", ... -> id, or -1 */
+EM_API int em_default_device(void);
+EM_API int em_set_default_device(int device);
 
 /* ---- threads ------------------------------------------------------------------------------- */
-void em_set_num_threads(int n);
-int em_get_num_threads(void);
+EM_API void em_set_num_threads(int n);
+EM_API int em_get_num_threads(void);
 
 /* ---- memory -------------------------------------------------------------------------------- */
 typedef struct em_memory_stats {
@@ -100,102 +107,102 @@ typedef struct em_memory_stats {
   int64_t num_allocs;       /* allocations served */
   int64_t limit;            /* 0 = none */
 } em_memory_stats;
-int em_memory_stats_get(int device, em_memory_stats *out);
-int em_memory_set_limit(int device, int64_t bytes);
-int em_memory_reset_peak(int device);
-int em_memory_empty_cache(int device);
+EM_API int em_memory_stats_get(int device, em_memory_stats *out);
+EM_API int em_memory_set_limit(int device, int64_t bytes);
+EM_API int em_memory_reset_peak(int device);
+EM_API int em_memory_empty_cache(int device);
 /* Called once when an allocation fails, before the retry (an embedder frees what it can). */
 typedef void (*em_gc_hook)(void *userdata);
-void em_set_gc_hook(em_gc_hook hook, void *userdata);
+EM_API void em_set_gc_hook(em_gc_hook hook, void *userdata);
 /* Bytes allocated since the host last collected garbage; a host with a tracing GC (Lua) reads
  * this to pace its collector, since it cannot see the memory behind its handles. */
-int64_t em_alloc_pressure(void);
-void em_alloc_pressure_reset(void);
+EM_API int64_t em_alloc_pressure(void);
+EM_API void em_alloc_pressure_reset(void);
 /* Bytes of live storages on every device together (what the collector's pace follows). */
-int64_t em_alloc_live(void);
+EM_API int64_t em_alloc_live(void);
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
-em_tensor *em_retain(em_tensor *t);
-void em_release(em_tensor *t);
-int64_t em_numel(const em_tensor *t);
-int em_is_contiguous(const em_tensor *t);
+EM_API em_tensor *em_retain(em_tensor *t);
+EM_API void em_release(em_tensor *t);
+EM_API int64_t em_numel(const em_tensor *t);
+EM_API int em_is_contiguous(const em_tensor *t);
 /* Pointer to element 0 of a CPU tensor (offset applied); NULL with an error on other devices. */
-void *em_data_ptr(const em_tensor *t);
-int64_t em_storage_version(const em_tensor *t);
-int em_same_storage(const em_tensor *a, const em_tensor *b);
+EM_API void *em_data_ptr(const em_tensor *t);
+EM_API int64_t em_storage_version(const em_tensor *t);
+EM_API int em_same_storage(const em_tensor *a, const em_tensor *b);
 
 /* ---- creation ------------------------------------------------------------------------------ */
-em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+EM_API em_tensor *em_empty(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 /* A CPU tensor in pinned memory of `device`: host memory that device's copies read directly,
  * so a copy to it (x:to(device)) neither stages the data nor waits. The copy runs in order
  * with the device's queue: writing to the tensor before that is the caller's race, as with
  * PyTorch's non_blocking copies from pinned memory. An error for a device without pinned
  * memory (the CPU). */
-em_tensor *em_empty_pinned(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+EM_API em_tensor *em_empty_pinned(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 /* The device whose pinned memory holds t's data, or -1 for ordinary memory. */
-int em_pinned_device(const em_tensor *t);
-em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device);
-em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device);
-em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device);
+EM_API int em_pinned_device(const em_tensor *t);
+EM_API em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+EM_API em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+EM_API em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device);
 /* Copies ndim/sizes worth of contiguous elements of type `src_dtype` from host memory. */
-em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const int64_t *sizes,
+EM_API em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const int64_t *sizes,
                           em_dtype dtype, int device);
 /* A 0-dim tensor holding v. With wrapped != 0 it is a "wrapped number" (see the flags). */
-em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped);
-em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device);
-em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, int device);
-em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device);
+EM_API em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped);
+EM_API em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device);
+EM_API em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, int device);
+EM_API em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device);
 
 /* ---- random numbers (Philox-4x32-10; see docs/design.md) ----------------------------------- */
-void em_manual_seed(uint64_t seed);
-uint64_t em_initial_seed(void);
-void em_rng_get_state(uint64_t *seed, uint64_t *offset);
-void em_rng_set_state(uint64_t seed, uint64_t offset);
-em_tensor *em_rand(int ndim, const int64_t *sizes, em_dtype dtype, int device);
-em_tensor *em_randn(int ndim, const int64_t *sizes, em_dtype dtype, int device);
-em_tensor *em_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, em_dtype dtype,
+EM_API void em_manual_seed(uint64_t seed);
+EM_API uint64_t em_initial_seed(void);
+EM_API void em_rng_get_state(uint64_t *seed, uint64_t *offset);
+EM_API void em_rng_set_state(uint64_t seed, uint64_t offset);
+EM_API em_tensor *em_rand(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+EM_API em_tensor *em_randn(int ndim, const int64_t *sizes, em_dtype dtype, int device);
+EM_API em_tensor *em_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, em_dtype dtype,
                       int device);
-em_tensor *em_randperm(int64_t n, em_dtype dtype, int device);
-em_tensor *em_bernoulli(const em_tensor *p);                 /* each element 1 with prob p */
-int em_uniform_(em_tensor *t, double low, double high);
-int em_normal_(em_tensor *t, double mean, double std);
-int em_bernoulli_(em_tensor *t, double p);
+EM_API em_tensor *em_randperm(int64_t n, em_dtype dtype, int device);
+EM_API em_tensor *em_bernoulli(const em_tensor *p);                 /* each element 1 with prob p */
+EM_API int em_uniform_(em_tensor *t, double low, double high);
+EM_API int em_normal_(em_tensor *t, double mean, double std);
+EM_API int em_bernoulli_(em_tensor *t, double p);
 /* n draws per row of probs ([K] or [R, K] non-negative weights of any floating dtype, which
  * need not sum to 1): int64 0-based categories, [n] or [R, n], category i with probability
  * w[i] / sum(w). Without replacement (replacement == 0) a row's draws are distinct and n may
  * not exceed its count of nonzero weights. Negative, inf or NaN weights and all-zero rows are
  * errors; a GPU reports those found in the weights at its next synchronization. */
-em_tensor *em_multinomial(const em_tensor *probs, int64_t n, int replacement);
+EM_API em_tensor *em_multinomial(const em_tensor *probs, int64_t n, int replacement);
 
 /* ---- views (share storage, never copy) ----------------------------------------------------- */
-em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
+EM_API em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
                          const int64_t *strides, int64_t offset);
-em_tensor *em_view(const em_tensor *t, int ndim, const int64_t *sizes);    /* one size may be -1 */
-em_tensor *em_reshape(const em_tensor *t, int ndim, const int64_t *sizes); /* copies if it must */
-em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length);
-em_tensor *em_select(const em_tensor *t, int dim, int64_t index);
-em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
-em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1);
-em_tensor *em_t(const em_tensor *t);
-em_tensor *em_permute(const em_tensor *t, int ndim, const int *dims);
-em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes);  /* -1 keeps a size */
-em_tensor *em_squeeze(const em_tensor *t, int dim);
-em_tensor *em_squeeze_all(const em_tensor *t);
-em_tensor *em_unsqueeze(const em_tensor *t, int dim);
-em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step);
-em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim);
-em_tensor *em_contiguous(const em_tensor *t);   /* a new reference to t itself when contiguous */
-em_tensor *em_clone(const em_tensor *t);
+EM_API em_tensor *em_view(const em_tensor *t, int ndim, const int64_t *sizes);    /* one size may be -1 */
+EM_API em_tensor *em_reshape(const em_tensor *t, int ndim, const int64_t *sizes); /* copies if it must */
+EM_API em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length);
+EM_API em_tensor *em_select(const em_tensor *t, int dim, int64_t index);
+EM_API em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+EM_API em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1);
+EM_API em_tensor *em_t(const em_tensor *t);
+EM_API em_tensor *em_permute(const em_tensor *t, int ndim, const int *dims);
+EM_API em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes);  /* -1 keeps a size */
+EM_API em_tensor *em_squeeze(const em_tensor *t, int dim);
+EM_API em_tensor *em_squeeze_all(const em_tensor *t);
+EM_API em_tensor *em_unsqueeze(const em_tensor *t, int dim);
+EM_API em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step);
+EM_API em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim);
+EM_API em_tensor *em_contiguous(const em_tensor *t);   /* a new reference to t itself when contiguous */
+EM_API em_tensor *em_clone(const em_tensor *t);
 
 /* ---- copies and casts ---------------------------------------------------------------------- */
-em_tensor *em_to_dtype(const em_tensor *t, em_dtype dtype);   /* always a new tensor */
-em_tensor *em_to_device(const em_tensor *t, int device);
-int em_copy_(em_tensor *dst, const em_tensor *src);           /* src broadcasts to dst, casts */
-int em_fill_(em_tensor *t, double value);
-int em_zero_(em_tensor *t);
+EM_API em_tensor *em_to_dtype(const em_tensor *t, em_dtype dtype);   /* always a new tensor */
+EM_API em_tensor *em_to_device(const em_tensor *t, int device);
+EM_API int em_copy_(em_tensor *dst, const em_tensor *src);           /* src broadcasts to dst, casts */
+EM_API int em_fill_(em_tensor *t, double value);
+EM_API int em_zero_(em_tensor *t);
 /* Reads a one-element tensor (any dtype, any device). */
-int em_item(const em_tensor *t, double *out);
-int em_item_int64(const em_tensor *t, int64_t *out);
+EM_API int em_item(const em_tensor *t, double *out);
+EM_API int em_item_int64(const em_tensor *t, int64_t *out);
 /* Asynchronous reads of a few bytes (GradScaler's inf/NaN flag): em_read_start records a copy
  * of t's data (contiguous, at most 256 bytes) to the host after the work already recorded, and
  * starts that work, without waiting; NULL on error. em_read_finish(r, dst, wait) copies the
@@ -204,9 +211,9 @@ int em_item_int64(const em_tensor *t, int64_t *out);
  * (counted in em_device_info.host_waits) and returns 1. -1 on error (r freed). em_read_free
  * drops an unfinished read. On the CPU the data is copied at start. */
 typedef struct em_read em_read;
-em_read *em_read_start(const em_tensor *t);
-int em_read_finish(em_read *r, void *dst, int wait);
-void em_read_free(em_read *r);
+EM_API em_read *em_read_start(const em_tensor *t);
+EM_API int em_read_finish(em_read *r, void *dst, int wait);
+EM_API void em_read_free(em_read *r);
 
 /* ---- pointwise ----------------------------------------------------------------------------- */
 typedef enum em_unary_op {
@@ -229,31 +236,31 @@ typedef enum em_binary_op {
   EM_NUM_BINARY
 } em_binary_op;
 
-const char *em_unary_name(em_unary_op op);
-const char *em_binary_name(em_binary_op op);
+EM_API const char *em_unary_name(em_unary_op op);
+EM_API const char *em_binary_name(em_binary_op op);
 
-em_tensor *em_unary(em_unary_op op, const em_tensor *x);
-int em_unary_(em_unary_op op, em_tensor *x);
-em_tensor *em_binary(em_binary_op op, const em_tensor *a, const em_tensor *b);
-int em_binary_(em_binary_op op, em_tensor *a, const em_tensor *b);
+EM_API em_tensor *em_unary(em_unary_op op, const em_tensor *x);
+EM_API int em_unary_(em_unary_op op, em_tensor *x);
+EM_API em_tensor *em_binary(em_binary_op op, const em_tensor *a, const em_tensor *b);
+EM_API int em_binary_(em_binary_op op, em_tensor *a, const em_tensor *b);
 /* Scalar operand: reversed == 0 computes `a op s`, reversed != 0 computes `s op a`. */
-em_tensor *em_binary_scalar(em_binary_op op, const em_tensor *a, double s, int reversed);
-int em_binary_scalar_(em_binary_op op, em_tensor *a, double s);
+EM_API em_tensor *em_binary_scalar(em_binary_op op, const em_tensor *a, double s, int reversed);
+EM_API int em_binary_scalar_(em_binary_op op, em_tensor *a, double s);
 /* a + alpha * b (PyTorch's add with alpha; sub is alpha = -1). */
-em_tensor *em_add_scaled(const em_tensor *a, const em_tensor *b, double alpha);
-int em_add_scaled_(em_tensor *a, const em_tensor *b, double alpha);
+EM_API em_tensor *em_add_scaled(const em_tensor *a, const em_tensor *b, double alpha);
+EM_API int em_add_scaled_(em_tensor *a, const em_tensor *b, double alpha);
 
 /* Ternary ops. A scalar operand is passed as a wrapped-number tensor (em_scalar_tensor). */
-em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
+EM_API em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
 /* lo or hi may be NULL for "no bound". */
-em_tensor *em_clamp(const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
-int em_clamp_(em_tensor *x, const em_tensor *lo, const em_tensor *hi);
-em_tensor *em_lerp(const em_tensor *start, const em_tensor *end, const em_tensor *weight);
-int em_lerp_(em_tensor *start, const em_tensor *end, const em_tensor *weight);
-em_tensor *em_addcmul(const em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
-int em_addcmul_(em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
-em_tensor *em_addcdiv(const em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
-int em_addcdiv_(em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+EM_API em_tensor *em_clamp(const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+EM_API int em_clamp_(em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+EM_API em_tensor *em_lerp(const em_tensor *start, const em_tensor *end, const em_tensor *weight);
+EM_API int em_lerp_(em_tensor *start, const em_tensor *end, const em_tensor *weight);
+EM_API em_tensor *em_addcmul(const em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+EM_API int em_addcmul_(em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+EM_API em_tensor *em_addcdiv(const em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
+EM_API int em_addcdiv_(em_tensor *x, const em_tensor *t1, const em_tensor *t2, double value);
 
 /* ---- reductions ---------------------------------------------------------------------------- */
 typedef enum em_reduce_op {
@@ -262,110 +269,110 @@ typedef enum em_reduce_op {
 } em_reduce_op;
 
 /* ndims == 0 reduces over every dimension. */
-em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, const int *dims, int keepdim);
-em_tensor *em_var(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
-em_tensor *em_std(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
-em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int keepdim);
+EM_API em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, const int *dims, int keepdim);
+EM_API em_tensor *em_var(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
+EM_API em_tensor *em_std(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
+EM_API em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int keepdim);
 /* Values and 0-based int64 indices along dim. */
-int em_max_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
-int em_min_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
+EM_API int em_max_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
+EM_API int em_min_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
 /* dim may be EM_ALL_DIMS: the index into the flattened tensor. */
-em_tensor *em_argmax(const em_tensor *x, int dim, int keepdim);
-em_tensor *em_argmin(const em_tensor *x, int dim, int keepdim);
-em_tensor *em_cumsum(const em_tensor *x, int dim);
-em_tensor *em_cumprod(const em_tensor *x, int dim);
-em_tensor *em_softmax(const em_tensor *x, int dim);
-em_tensor *em_log_softmax(const em_tensor *x, int dim);
+EM_API em_tensor *em_argmax(const em_tensor *x, int dim, int keepdim);
+EM_API em_tensor *em_argmin(const em_tensor *x, int dim, int keepdim);
+EM_API em_tensor *em_cumsum(const em_tensor *x, int dim);
+EM_API em_tensor *em_cumprod(const em_tensor *x, int dim);
+EM_API em_tensor *em_softmax(const em_tensor *x, int dim);
+EM_API em_tensor *em_log_softmax(const em_tensor *x, int dim);
 
 /* ---- linear algebra (OpenBLAS on the CPU) -------------------------------------------------- */
-em_tensor *em_matmul(const em_tensor *a, const em_tensor *b);   /* NumPy batching rules */
-em_tensor *em_mm(const em_tensor *a, const em_tensor *b);
-em_tensor *em_mv(const em_tensor *a, const em_tensor *v);
-em_tensor *em_bmm(const em_tensor *a, const em_tensor *b);
-em_tensor *em_dot(const em_tensor *a, const em_tensor *b);
-em_tensor *em_outer(const em_tensor *a, const em_tensor *b);
+EM_API em_tensor *em_matmul(const em_tensor *a, const em_tensor *b);   /* NumPy batching rules */
+EM_API em_tensor *em_mm(const em_tensor *a, const em_tensor *b);
+EM_API em_tensor *em_mv(const em_tensor *a, const em_tensor *v);
+EM_API em_tensor *em_bmm(const em_tensor *a, const em_tensor *b);
+EM_API em_tensor *em_dot(const em_tensor *a, const em_tensor *b);
+EM_API em_tensor *em_outer(const em_tensor *a, const em_tensor *b);
 /* beta * c + alpha * (a @ b) */
-em_tensor *em_addmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
+EM_API em_tensor *em_addmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
                     double alpha);
-em_tensor *em_baddbmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
+EM_API em_tensor *em_baddbmm(const em_tensor *c, const em_tensor *a, const em_tensor *b, double beta,
                       double alpha);
 
 /* ---- indexing ------------------------------------------------------------------------------ */
-em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index);
-em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index);
-em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
-int em_scatter_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
-em_tensor *em_scatter_add(const em_tensor *x, int dim, const em_tensor *index,
+EM_API em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index);
+EM_API em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index);
+EM_API em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+EM_API int em_scatter_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+EM_API em_tensor *em_scatter_add(const em_tensor *x, int dim, const em_tensor *index,
                           const em_tensor *src);
-int em_scatter_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
-em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+EM_API int em_scatter_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+EM_API em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                         double alpha);
-int em_index_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+EM_API int em_index_add_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
                   double alpha);
-em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
+EM_API em_tensor *em_index_copy(const em_tensor *x, int dim, const em_tensor *index,
                          const em_tensor *src);
-int em_index_copy_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
-em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, double value);
-int em_index_fill_(em_tensor *x, int dim, const em_tensor *index, double value);
-em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double value);
-int em_masked_fill_(em_tensor *x, const em_tensor *mask, double value);
-em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask);
-em_tensor *em_nonzero(const em_tensor *x);       /* [count, ndim] int64 */
+EM_API int em_index_copy_(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src);
+EM_API em_tensor *em_index_fill(const em_tensor *x, int dim, const em_tensor *index, double value);
+EM_API int em_index_fill_(em_tensor *x, int dim, const em_tensor *index, double value);
+EM_API em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double value);
+EM_API int em_masked_fill_(em_tensor *x, const em_tensor *mask, double value);
+EM_API em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask);
+EM_API em_tensor *em_nonzero(const em_tensor *x);       /* [count, ndim] int64 */
 
 /* ---- joining, reordering, sorting ---------------------------------------------------------- */
-em_tensor *em_cat(int n, em_tensor *const *tensors, int dim);
-em_tensor *em_stack(int n, em_tensor *const *tensors, int dim);
-em_tensor *em_flip(const em_tensor *x, int ndims, const int *dims);
-em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const int *dims);
-em_tensor *em_repeat(const em_tensor *x, int ndim, const int64_t *repeats);
-em_tensor *em_tril(const em_tensor *x, int64_t diagonal);
-em_tensor *em_triu(const em_tensor *x, int64_t diagonal);
-int em_sort(const em_tensor *x, int dim, int descending, em_tensor **values,
+EM_API em_tensor *em_cat(int n, em_tensor *const *tensors, int dim);
+EM_API em_tensor *em_stack(int n, em_tensor *const *tensors, int dim);
+EM_API em_tensor *em_flip(const em_tensor *x, int ndims, const int *dims);
+EM_API em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const int *dims);
+EM_API em_tensor *em_repeat(const em_tensor *x, int ndim, const int64_t *repeats);
+EM_API em_tensor *em_tril(const em_tensor *x, int64_t diagonal);
+EM_API em_tensor *em_triu(const em_tensor *x, int64_t diagonal);
+EM_API int em_sort(const em_tensor *x, int dim, int descending, em_tensor **values,
             em_tensor **indices);
-em_tensor *em_argsort(const em_tensor *x, int dim, int descending);
-int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_tensor **values,
+EM_API em_tensor *em_argsort(const em_tensor *x, int dim, int descending);
+EM_API int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_tensor **values,
             em_tensor **indices);
 /* Sorted unique values of the flattened input; inverse and counts may be NULL. */
-int em_unique(const em_tensor *x, em_tensor **values, em_tensor **inverse, em_tensor **counts);
+EM_API int em_unique(const em_tensor *x, em_tensor **values, em_tensor **inverse, em_tensor **counts);
 
 /* ---- autograd ----------------------------------------------------------------------------
  * A dynamic tape: while grad mode is on, every differentiable op whose inputs require grad
  * records a node holding its backward, written in terms of other ops. */
-int em_requires_grad(const em_tensor *t);
+EM_API int em_requires_grad(const em_tensor *t);
 /* Only leaves (tensors no recorded op produced) can change requires_grad. */
-int em_set_requires_grad(em_tensor *t, int requires_grad);
-int em_is_leaf(const em_tensor *t);
+EM_API int em_set_requires_grad(em_tensor *t, int requires_grad);
+EM_API int em_is_leaf(const em_tensor *t);
 /* The accumulated gradient (a new reference), or NULL when there is none (not an error). */
-em_tensor *em_grad(const em_tensor *t);
+EM_API em_tensor *em_grad(const em_tensor *t);
 /* Replaces the gradient; NULL clears it. */
-int em_set_grad(em_tensor *t, const em_tensor *grad);
+EM_API int em_set_grad(em_tensor *t, const em_tensor *grad);
 /* Asks a non-leaf tensor to keep its gradient in .grad during backward. */
-int em_retain_grad(em_tensor *t);
+EM_API int em_retain_grad(em_tensor *t);
 /* The name of the node that produced t ("MulBackward", ...), or NULL for leaves. */
-const char *em_grad_fn_name(const em_tensor *t);
+EM_API const char *em_grad_fn_name(const em_tensor *t);
 /* A tensor sharing t's storage, cut from the graph. */
-em_tensor *em_detach(const em_tensor *t);
-int em_detach_(em_tensor *t);
+EM_API em_tensor *em_detach(const em_tensor *t);
+EM_API int em_detach_(em_tensor *t);
 /* Grad mode (thread-local). Both return the previous mode. */
-int em_grad_enabled(void);
-int em_set_grad_enabled(int enabled);
+EM_API int em_grad_enabled(void);
+EM_API int em_set_grad_enabled(int enabled);
 /* Backpropagates from t. grad may be NULL when t has one element (it is then 1). Without
  * retain_graph the graph's saved tensors are freed, and a second backward through it fails. */
-int em_backward(em_tensor *t, const em_tensor *grad, int retain_graph, int create_graph);
+EM_API int em_backward(em_tensor *t, const em_tensor *grad, int retain_graph, int create_graph);
 /* One backward from several tensors at once (PyTorch's autograd.backward): gradients meeting in
  * the graph are summed before they flow on. grads (or an entry) may be NULL as for em_backward. */
-int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *grads,
+EM_API int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *grads,
                      int retain_graph, int create_graph);
 /* Gradients of outputs with respect to inputs, returned in results (new references; NULL for
  * an input the outputs do not depend on when allow_unused, else an error). .grad is untouched. */
-int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
+EM_API int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
                      int n_inputs, em_tensor *const *inputs, em_tensor **results,
                      int retain_graph, int create_graph, int allow_unused);
 /* A hook sees each gradient computed for t; it returns NULL to keep it, or a new reference to
  * use instead. Returns a hook id for em_remove_hook. */
 typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
-int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
-int em_remove_hook(em_tensor *t, int hook_id);
+EM_API int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
+EM_API int em_remove_hook(em_tensor *t, int hook_id);
 
 /* Custom functions: the caller computes outputs from inputs itself (with any ops, on any
  * device), then em_function_apply makes the outputs' gradients flow back to the inputs through
@@ -389,14 +396,14 @@ int em_remove_hook(em_tensor *t, int hook_id);
  * backward is then an error), or at once when nothing was recorded or the call fails. */
 typedef int (*em_function_backward)(void *ctx, int n_outputs, em_tensor *const *grad_outputs,
                                     int n_inputs, em_tensor **grad_inputs);
-int em_function_apply(const char *name, int n_inputs, em_tensor *const *inputs, int n_outputs,
+EM_API int em_function_apply(const char *name, int n_inputs, em_tensor *const *inputs, int n_outputs,
                       em_tensor *const *outputs, em_function_backward backward,
                       void (*release)(void *ctx), void *ctx);
 /* A release for hosts that must not be called back at any moment (a garbage collector may free
  * a graph while the host cannot run code: LuaJIT): it queues ctx, and the host takes the queued
  * contexts when it can (thread-safe). Returns how many it stored in ctxs (at most cap). */
-void em_function_release_later(void *ctx);
-int em_function_take_released(void **ctxs, int cap);
+EM_API void em_function_release_later(void *ctx);
+EM_API int em_function_take_released(void **ctxs, int cap);
 
 /* ---- autocast: mixed precision (runtime/src/autocast.c; docs/amp.md) ----------------------
  * Runtime state, like grad mode: a per-thread stack of regions. A region applies to one kind
@@ -408,24 +415,24 @@ int em_function_take_released(void **ctxs, int cap);
  * float16 or bfloat16). Casts are recorded for autograd, so gradients reach float32 parameters
  * in float32. Backward runs with autocast off. Casts of float32 leaf tensors that require
  * grad are cached until the outermost region closes. */
-int em_autocast_push(const char *device_kind, em_dtype dtype, int enabled);
+EM_API int em_autocast_push(const char *device_kind, em_dtype dtype, int enabled);
 /* Closes the innermost region; an error when none is open. */
-int em_autocast_pop(void);
+EM_API int em_autocast_pop(void);
 /* 1 when ops on this kind of device autocast now (*dtype, when not NULL, gets the dtype), 0
  * when they do not, -1 for an unknown kind. */
-int em_autocast_enabled(const char *device_kind, em_dtype *dtype);
+EM_API int em_autocast_enabled(const char *device_kind, em_dtype *dtype);
 /* The number of regions open on this thread. */
-int em_autocast_depth(void);
+EM_API int em_autocast_depth(void);
 /* Backward suspends autocast (its formulas replay the forward's dtypes). A forward recomputed
  * inside backward (utils.checkpoint) sets the suspension count to 0 for its ops, and back to
  * the previous count, which this returns, afterwards. */
-int em_autocast_set_suspended(int count);
+EM_API int em_autocast_set_suspended(int count);
 /* Applies the table's entry for the op called op (PyTorch's name: "mse_loss", "linear", ...)
  * to n tensors, as the runtime's ops do at their entry: out[i] receives a new reference to
  * the tensor the op should use (a cast, or in[i] itself; NULL stays NULL). For ops composed
  * outside the runtime from other ops. An error for an op the table does not list, and inside
  * a region for an op autocast refuses (binary_cross_entropy). */
-int em_autocast_inputs(const char *op, int n, em_tensor *const *in, em_tensor **out);
+EM_API int em_autocast_inputs(const char *op, int n, em_tensor *const *in, em_tensor **out);
 
 /* ---- neural-network ops --------------------------------------------------------------------
  * PyTorch's layouts: inputs are [N, C, H, W] (or [N, C, L] for 1-D; unbatched inputs without
@@ -433,58 +440,58 @@ int em_autocast_inputs(const char *op, int n, em_tensor *const *in, em_tensor **
  * weights [in, out / groups, kh, kw]. Pair arguments (stride, padding, ...) are arrays of two
  * (height, width). Optional tensors (bias, weight, running statistics) may be NULL. Every op
  * records autograd; float16 / bfloat16 compute in float32. */
-em_tensor *em_conv2d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
+EM_API em_tensor *em_conv2d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
                      const int64_t *stride, const int64_t *padding, const int64_t *dilation,
                      int64_t groups);
-em_tensor *em_conv1d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
+EM_API em_tensor *em_conv1d(const em_tensor *input, const em_tensor *weight, const em_tensor *bias,
                      int64_t stride, int64_t padding, int64_t dilation, int64_t groups);
-em_tensor *em_conv_transpose2d(const em_tensor *input, const em_tensor *weight,
+EM_API em_tensor *em_conv_transpose2d(const em_tensor *input, const em_tensor *weight,
                                const em_tensor *bias, const int64_t *stride,
                                const int64_t *padding, const int64_t *output_padding,
                                const int64_t *dilation, int64_t groups);
-em_tensor *em_conv_transpose1d(const em_tensor *input, const em_tensor *weight,
+EM_API em_tensor *em_conv_transpose1d(const em_tensor *input, const em_tensor *weight,
                                const em_tensor *bias, int64_t stride, int64_t padding,
                                int64_t output_padding, int64_t dilation, int64_t groups);
 /* The gradient of conv2d with respect to a weight of weight_sizes (4 values). */
-em_tensor *em_conv2d_weight(const em_tensor *input, const int64_t *weight_sizes,
+EM_API em_tensor *em_conv2d_weight(const em_tensor *input, const int64_t *weight_sizes,
                             const em_tensor *grad_output, const int64_t *stride,
                             const int64_t *padding, const int64_t *dilation, int64_t groups);
 
 /* Pooling over [N, C, H, W] or [C, H, W]. stride NULL means the kernel size. indices, when not
  * NULL, receives int64 positions of the maxima within each input plane (h * W + w, 0-based). */
-em_tensor *em_max_pool2d(const em_tensor *input, const int64_t *kernel, const int64_t *stride,
+EM_API em_tensor *em_max_pool2d(const em_tensor *input, const int64_t *kernel, const int64_t *stride,
                          const int64_t *padding, const int64_t *dilation, int ceil_mode,
                          em_tensor **indices);
 /* divisor_override <= 0: divide by the window size. */
-em_tensor *em_avg_pool2d(const em_tensor *input, const int64_t *kernel, const int64_t *stride,
+EM_API em_tensor *em_avg_pool2d(const em_tensor *input, const int64_t *kernel, const int64_t *stride,
                          const int64_t *padding, int ceil_mode, int count_include_pad,
                          int64_t divisor_override);
-em_tensor *em_adaptive_avg_pool2d(const em_tensor *input, const int64_t *output_size);
-em_tensor *em_adaptive_max_pool2d(const em_tensor *input, const int64_t *output_size,
+EM_API em_tensor *em_adaptive_avg_pool2d(const em_tensor *input, const int64_t *output_size);
+EM_API em_tensor *em_adaptive_max_pool2d(const em_tensor *input, const int64_t *output_size,
                                   em_tensor **indices);
 /* The inverse of max_pool2d: input's values placed at indices in zeros of output_size (2). */
-em_tensor *em_max_unpool2d(const em_tensor *input, const em_tensor *indices,
+EM_API em_tensor *em_max_unpool2d(const em_tensor *input, const em_tensor *indices,
                            const int64_t *output_size);
 
 /* Normalization. batch_norm in training mode normalizes with the batch's statistics and, when
  * given, updates running_mean / running_var in place (momentum; the unbiased variance, as
  * PyTorch); in evaluation mode it uses them. input is [N, C, ...]. */
-em_tensor *em_batch_norm(const em_tensor *input, em_tensor *running_mean, em_tensor *running_var,
+EM_API em_tensor *em_batch_norm(const em_tensor *input, em_tensor *running_mean, em_tensor *running_var,
                          const em_tensor *weight, const em_tensor *bias, int training,
                          double momentum, double eps);
 /* Over the trailing n_normalized dims, which must equal normalized_shape. */
-em_tensor *em_layer_norm(const em_tensor *input, int n_normalized,
+EM_API em_tensor *em_layer_norm(const em_tensor *input, int n_normalized,
                          const int64_t *normalized_shape, const em_tensor *weight,
                          const em_tensor *bias, double eps);
-em_tensor *em_group_norm(const em_tensor *input, int64_t num_groups, const em_tensor *weight,
+EM_API em_tensor *em_group_norm(const em_tensor *input, int64_t num_groups, const em_tensor *weight,
                          const em_tensor *bias, double eps);
 
 /* Zeroes each element with probability p (Philox stream, seedable) and scales the others by
  * 1 / (1 - p); returns a new reference to input itself when not training. */
-em_tensor *em_dropout(const em_tensor *input, double p, int training);
+EM_API em_tensor *em_dropout(const em_tensor *input, double p, int training);
 /* Rows of weight [V, D] picked by int64 indices (any shape; 0-based): [..., D]. The row
  * padding_idx (when >= 0) gets no gradient. */
-em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64_t padding_idx);
+EM_API em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64_t padding_idx);
 
 /* Connectionist temporal classification loss (PyTorch's F.ctc_loss, reduction 'none'): per
  * batch element, -log p(target | log_probs), summed over the alignments with the alpha-beta
@@ -493,7 +500,7 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64
  * on the CPU. Returns [N]. zero_infinity: an impossible alignment gives a loss of 0 and a zero
  * gradient instead of inf. Differentiable in log_probs (the gradient is the derivative with
  * respect to log_probs; no double backward). CPU (in double) and Vulkan (float32 log_probs). */
-em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
+EM_API em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
                        const em_tensor *input_lengths, const em_tensor *target_lengths,
                        int64_t blank, int zero_infinity);
 
@@ -507,7 +514,7 @@ em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
  * 1 / sqrt(E). Hq != Hkv needs enable_gqa (grouped-query attention; Hq a multiple of Hkv).
  * Differentiable in q, k and v (not in a floating mask; no double backward). float16 /
  * bfloat16 compute in float32 where the device has no 16-bit kernel. */
-em_tensor *em_scaled_dot_product_attention(const em_tensor *query, const em_tensor *key,
+EM_API em_tensor *em_scaled_dot_product_attention(const em_tensor *query, const em_tensor *key,
                                            const em_tensor *value, const em_tensor *attn_mask,
                                            double dropout_p, int is_causal, double scale,
                                            int enable_gqa);
@@ -517,11 +524,11 @@ typedef enum em_reduction { EM_REDUCTION_NONE, EM_REDUCTION_MEAN, EM_REDUCTION_S
 /* input: scores [N, C] or [N, C, d...] (or [C]); target: int64 classes [N] or [N, d...]
  * (0-based); weight: per-class weights [C] or NULL. Targets equal to ignore_index count for
  * nothing; the mean divides by the summed weights of the counted targets. */
-em_tensor *em_cross_entropy(const em_tensor *input, const em_tensor *target,
+EM_API em_tensor *em_cross_entropy(const em_tensor *input, const em_tensor *target,
                             const em_tensor *weight, int64_t ignore_index,
                             em_reduction reduction, double label_smoothing);
 /* The same with log-probabilities as input (no softmax, no smoothing). */
-em_tensor *em_nll_loss(const em_tensor *input, const em_tensor *target, const em_tensor *weight,
+EM_API em_tensor *em_nll_loss(const em_tensor *input, const em_tensor *target, const em_tensor *weight,
                        int64_t ignore_index, em_reduction reduction);
 
 /* ---- data files and checkpoints (runtime/src/io) -------------------------------------------
@@ -532,39 +539,39 @@ em_tensor *em_nll_loss(const em_tensor *input, const em_tensor *target, const em
  * leaves the previous file intact. */
 /* IDX (MNIST family): ubyte, byte, short, int, float, double -> uint8, int8, int16, int32,
  * float32, float64. */
-em_tensor *em_read_idx(const char *path);
+EM_API em_tensor *em_read_idx(const char *path);
 /* NPY versions 1.0-3.0; dtypes f2 f4 f8 i1 i2 i4 i8 u1 b1 in either byte order; Fortran-ordered
  * arrays come back row-major. */
-em_tensor *em_read_npy(const char *path);
+EM_API em_tensor *em_read_npy(const char *path);
 /* NPY 1.0 (2.0 for huge headers), little-endian; every dtype but bfloat16. */
-int em_write_npy(const char *path, const em_tensor *t);
+EM_API int em_write_npy(const char *path, const em_tensor *t);
 /* A numeric CSV into a [rows, columns] tensor of dtype (floating or integer). delimiter ' '
  * splits on runs of blanks. skip_header != 0 drops the first non-blank line. */
-em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);
+EM_API em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);
 /* The most bytes one gzip-compressed file may decompress to, for every reader (IDX, NPY, CSV):
  * a larger one is an error that names the limit, so a small hostile .gz cannot make a reader
  * allocate gigabytes. Process-wide; the default is 4 GiB. A limit below 1 is an error. */
-int em_set_gzip_limit(int64_t max_bytes);
-int64_t em_gzip_limit(void);
+EM_API int em_set_gzip_limit(int64_t max_bytes);
+EM_API int64_t em_gzip_limit(void);
 
 /* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
  * byte ranges against the file size); tensors are then read one at a time, on demand. */
 typedef struct em_safetensors em_safetensors;
-em_safetensors *em_safetensors_open(const char *path);
-void em_safetensors_close(em_safetensors *f);
-int64_t em_safetensors_count(const em_safetensors *f);
-const char *em_safetensors_name(const em_safetensors *f, int64_t i);
+EM_API em_safetensors *em_safetensors_open(const char *path);
+EM_API void em_safetensors_close(em_safetensors *f);
+EM_API int64_t em_safetensors_count(const em_safetensors *f);
+EM_API const char *em_safetensors_name(const em_safetensors *f, int64_t i);
 /* The index of the tensor called name, or -1 (no error set). */
-int64_t em_safetensors_find(const em_safetensors *f, const char *name);
+EM_API int64_t em_safetensors_find(const em_safetensors *f, const char *name);
 /* Reads tensor i into a new CPU tensor. */
-em_tensor *em_safetensors_tensor(const em_safetensors *f, int64_t i);
+EM_API em_tensor *em_safetensors_tensor(const em_safetensors *f, int64_t i);
 /* The __metadata__ entries (string keys and values). */
-int64_t em_safetensors_metadata_count(const em_safetensors *f);
-const char *em_safetensors_metadata_key(const em_safetensors *f, int64_t i);
-const char *em_safetensors_metadata_value(const em_safetensors *f, int64_t i);
+EM_API int64_t em_safetensors_metadata_count(const em_safetensors *f);
+EM_API const char *em_safetensors_metadata_key(const em_safetensors *f, int64_t i);
+EM_API const char *em_safetensors_metadata_value(const em_safetensors *f, int64_t i);
 /* Writes n named tensors (any layout and device; stored contiguous and little-endian) and
  * n_meta metadata strings, atomically. */
-int em_safetensors_save(const char *path, int64_t n, const char *const *names,
+EM_API int em_safetensors_save(const char *path, int64_t n, const char *const *names,
                         em_tensor *const *tensors, int64_t n_meta, const char *const *keys,
                         const char *const *values);
 
@@ -575,15 +582,15 @@ int em_safetensors_save(const char *path, int64_t n, const char *const *names,
  * num_workers == 0 gathers on the caller's thread in em_prefetcher_next. pin_device >= 0
  * builds the batches in that device's pinned memory (em_empty_pinned); -1: ordinary memory. */
 typedef struct em_prefetcher em_prefetcher;
-em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
+EM_API em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
                                  const int64_t *indices, int64_t batch_size, int num_workers,
                                  int depth, int pin_device);
-int64_t em_prefetcher_num_batches(const em_prefetcher *p);
+EM_API int64_t em_prefetcher_num_batches(const em_prefetcher *p);
 /* Puts the next batch's n_sources tensors (new references) in out: returns 1, 0 when every
  * batch was taken, -1 with an error (a worker's error is raised here, in order). */
-int em_prefetcher_next(em_prefetcher *p, em_tensor **out);
+EM_API int em_prefetcher_next(em_prefetcher *p, em_tensor **out);
 /* Stops and joins the workers and releases batches not taken. */
-void em_prefetcher_free(em_prefetcher *p);
+EM_API void em_prefetcher_free(em_prefetcher *p);
 
 /* ---- optimizer steps (ember.optim) ----------------------------------------------------------
  * One fused, in-place update of one parameter with PyTorch's formulas (torch.optim's
@@ -611,10 +618,10 @@ typedef struct em_adam_options {
                                * they were */
 } em_adam_options;
 /* momentum_buffer may be NULL when momentum is 0. */
-int em_sgd_step_(em_tensor *param, const em_tensor *grad, em_tensor *momentum_buffer,
+EM_API int em_sgd_step_(em_tensor *param, const em_tensor *grad, em_tensor *momentum_buffer,
                  const em_sgd_options *o);
 /* max_exp_avg_sq is NULL, or the AMSGrad running maximum. */
-int em_adam_step_(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
+EM_API int em_adam_step_(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                   em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq, const em_adam_options *o);
 
 /* ---- mixed precision: loss-scaling support (ember.amp.GradScaler) ---------------------------
@@ -625,7 +632,7 @@ int em_adam_step_(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
  * found_inf once. Gradients may have different floating dtypes and any strides (no expanded,
  * stride-0 dimensions); zero-size ones are skipped. An inv_scale of exactly 1 only checks.
  * PyTorch's torch._amp_foreach_non_finite_check_and_unscale_. */
-int em_amp_unscale_(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
+EM_API int em_amp_unscale_(em_tensor *const *grads, int n, em_tensor *found_inf, double inv_scale);
 
 /* ---- devices: discovery, choice, start-up and synchronization (device.c, vulkan/) ---------
  * Device 0 is the CPU. Vulkan devices are discovered on first need (em_device_count,
@@ -688,23 +695,23 @@ typedef struct em_device_info {
                                matrices and for the CPU */
 } em_device_info;
 
-int em_device_info_get(int device, em_device_info *out);
+EM_API int em_device_info_get(int device, em_device_info *out);
 /* Strict mode: when auto's GPU fails to start, raise instead of falling back to the CPU.
  * EMBER_STRICT_DEVICE=1 sets it at start-up. Both return the previous mode. */
-int em_set_strict_device(int strict);
-int em_strict_device(void);
+EM_API int em_set_strict_device(int strict);
+EM_API int em_strict_device(void);
 /* Applies EMBER_STRICT_DEVICE and EMBER_DEVICE (cpu, auto, vulkan, vulkan:N) once: 0, or -1
  * when EMBER_DEVICE names no usable device (later calls return the same result and error).
  * em_default_device() runs it on first use and prints such an error as a warning. */
-int em_device_startup(void);
+EM_API int em_device_startup(void);
 /* Starts a device now (0, or -1 with the reason); creation functions start devices anyway. */
-int em_device_start(int device);
+EM_API int em_device_start(int device);
 /* Waits until the device has finished the work queued so far (device -1: every device).
  * Work is otherwise submitted in batches and waited for only when the host reads data. */
-int em_synchronize(int device);
+EM_API int em_synchronize(int device);
 /* Starts the work recorded for the device (-1: every device) without waiting for it: a host
  * about to spend a while elsewhere (a garbage collection) lets the device run meanwhile. */
-int em_flush(int device);
+EM_API int em_flush(int device);
 
 /* ---- matrix decompositions and solvers (ember.linalg) ---------------------------------------
  * LAPACK (Debian's OpenBLAS) on the CPU: float32 or float64 matrices [..., m, n], batched over
@@ -712,20 +719,20 @@ int em_flush(int device);
  * implemented on vulkan". They record no gradient: ember.linalg (Lua) defines the gradients
  * and calls them with grad mode off; on inputs that require grad with grad mode on they fail.
  * B of solve and lstsq is [..., rows, k] with A's batch dims (the Lua layer broadcasts). */
-em_tensor *em_linalg_solve(const em_tensor *a, const em_tensor *b);   /* A X = B */
-em_tensor *em_linalg_inv(const em_tensor *a);
-em_tensor *em_linalg_det(const em_tensor *a);
-int em_linalg_slogdet(const em_tensor *a, em_tensor **sign, em_tensor **logabsdet);
-em_tensor *em_linalg_cholesky(const em_tensor *a, int upper);        /* A = L L^T (or U^T U) */
+EM_API em_tensor *em_linalg_solve(const em_tensor *a, const em_tensor *b);   /* A X = B */
+EM_API em_tensor *em_linalg_inv(const em_tensor *a);
+EM_API em_tensor *em_linalg_det(const em_tensor *a);
+EM_API int em_linalg_slogdet(const em_tensor *a, em_tensor **sign, em_tensor **logabsdet);
+EM_API em_tensor *em_linalg_cholesky(const em_tensor *a, int upper);        /* A = L L^T (or U^T U) */
 /* complete: Q [m, m] and R [m, n]; else Q [m, k], R [k, n], k = min(m, n). */
-int em_linalg_qr(const em_tensor *a, int complete, em_tensor **q, em_tensor **r);
+EM_API int em_linalg_qr(const em_tensor *a, int complete, em_tensor **q, em_tensor **r);
 /* A = U diag(S) Vh, S descending; without compute_uv only S (u and vh may be NULL). */
-int em_linalg_svd(const em_tensor *a, int full_matrices, int compute_uv, em_tensor **u,
+EM_API int em_linalg_svd(const em_tensor *a, int full_matrices, int compute_uv, em_tensor **u,
                   em_tensor **s, em_tensor **vh);
 /* Symmetric A (its lower triangle, or upper): eigenvalues W ascending, eigenvectors V as columns. */
-int em_linalg_eigh(const em_tensor *a, int upper, int compute_v, em_tensor **w, em_tensor **v);
+EM_API int em_linalg_eigh(const em_tensor *a, int upper, int compute_v, em_tensor **w, em_tensor **v);
 /* The least-squares solution X of A X = B; rcond < 0 takes eps(dtype) * max(m, n). */
-em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond);
+EM_API em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond);
 
 /* EMBER_FFI_END */
 
