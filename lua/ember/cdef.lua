@@ -700,4 +700,70 @@ int em_linalg_eigh(const em_tensor *a, int upper, int compute_v, em_tensor **w, 
 /* The least-squares solution X of A X = B; rcond < 0 takes eps(dtype) * max(m, n). */
 em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond);
 
+/* ---- profiler (ember.profiler; runtime/src/profiler) ----------------------------------------
+ * Records every op's kernel call (named by the op: "add", "relu", "gemm", "sum" ...), every
+ * backward node ("MulBackward"), and user ranges, per thread, with CLOCK_MONOTONIC times in
+ * nanoseconds; optionally the input shapes, the bytes allocated and freed while each ran, and
+ * the GPU time of each Vulkan dispatch from timestamp queries, charged to the op that recorded
+ * it (docs/design.md, "GPU time attribution"). While stopped it costs one branch per op.
+ * Start and stop between steps, while no other thread runs ops. The begin/end form for C:
+ *
+ *   em_profiler_options o = {.record_shapes = 1, .profile_memory = 1, .gpu = 1};
+ *   em_profiler_start(&o);
+ *   em_profiler_range_push("step"); ... ops ...; em_profiler_range_pop();
+ *   em_profiler_stop();
+ *   for (int64_t i = 0; i < em_profiler_event_count(); i++) { em_profiler_event e;
+ *     em_profiler_event_get(i, &e); ... } */
+typedef struct em_profiler_options {
+  int record_shapes;   /* input shapes and dtypes of each op */
+  int profile_memory;  /* bytes allocated and freed while each event ran */
+  int gpu;             /* Vulkan timestamps around each dispatch */
+} em_profiler_options;
+
+typedef enum em_profiler_kind {
+  EM_PROFILER_OP = 0,      /* a kernel call of an op, on the CPU thread that made it */
+  EM_PROFILER_RANGE = 1,   /* a user range, a module call, a backward node */
+  EM_PROFILER_KERNEL = 2   /* a GPU dispatch's interval on its device */
+} em_profiler_kind;
+
+/* One recorded event. The strings belong to the profiler and stay valid until the process
+ * ends. Indices refer to em_profiler_event_get's numbering; events of one thread come in the
+ * order they began, threads one after another, then the GPU kernels. */
+typedef struct em_profiler_event {
+  const char *name;
+  const char *shapes;     /* "[3,4] float32, [4] float32"; NULL unless record_shapes */
+  const char *site;       /* the caller's "file:line" (em_profiler_set_site), or NULL */
+  int32_t kind;           /* em_profiler_kind */
+  int32_t device;         /* the op's or kernel's device; -1 for ranges */
+  int32_t thread;         /* 0, 1, ... in the order threads first recorded; -1 for kernels */
+  int32_t depth;          /* nesting on its thread, 0 at the top */
+  int64_t parent;         /* index of the enclosing event, -1 at the top */
+  int64_t op;             /* kernels: index of the event that recorded the dispatch, or -1 */
+  int64_t start_ns, end_ns;
+  int64_t self_ns;        /* end - start less the children's time */
+  int64_t alloc_bytes, free_bytes;            /* while it ran, children included */
+  int64_t self_alloc_bytes, self_free_bytes;  /* its own */
+  int64_t gpu_ns;         /* GPU time of the kernels it and its children recorded */
+  int64_t self_gpu_ns;    /* of the kernels it recorded itself; kernels: end - start */
+} em_profiler_event;
+
+/* options may be NULL (CPU times only). Fails when already running. Clears the last profile. */
+int em_profiler_start(const em_profiler_options *options);
+/* Waits for the timed GPU work of the profile, then stops. Fails when not running. */
+int em_profiler_stop(void);
+int em_profiler_enabled(void);
+/* A named range on this thread (copied); ranges nest with the ops inside them. No-ops while
+ * stopped. pop fails when no range is open. */
+int em_profiler_range_push(const char *name);
+int em_profiler_range_pop(void);
+/* The call site later events of this thread carry (copied; NULL or "" clears it). The Lua
+ * layer sets it with with_stack. No-op while stopped. */
+int em_profiler_set_site(const char *site);
+/* The last profile's events (after stop; -1 with an error while running). */
+int64_t em_profiler_event_count(void);
+/* Fills *out with event i (0-based); -1 with an error when out of range or running. */
+int em_profiler_event_get(int64_t i, em_profiler_event *out);
+/* Events lost to full buffers in the last profile. */
+int64_t em_profiler_dropped(void);
+
 ]==]

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "device.h"
+#include "profiler/profiler.h"
 
 /* Counters are split in two: the first thread that allocates (the host's main thread) updates
  * its own half with plain stores, other threads (data-loader workers) use locked atomics on the
@@ -75,6 +76,7 @@ int64_t em_alloc_live(void) { return allocated_everywhere(); }
 
 void em_memory_note_alloc(int device, size_t nbytes) {
   device_memory *m = &memory[device];
+  if (em_prof_active()) em_prof_memory(device, (int64_t)nbytes); /* profile_memory's bytes */
   if (on_main_thread()) {
     plain_add(&m->main_allocated, (int64_t)nbytes);
     plain_add(&m->main_allocs, 1);
@@ -94,6 +96,7 @@ void em_memory_note_alloc(int device, size_t nbytes) {
 
 void em_memory_note_free(int device, size_t nbytes) {
   device_memory *m = &memory[device];
+  if (em_prof_active()) em_prof_memory(device, -(int64_t)nbytes);
   if (on_main_thread()) {
     plain_add(&m->main_allocated, -(int64_t)nbytes);
     plain_add(&all_devices.main_allocated, -(int64_t)nbytes);

@@ -236,7 +236,7 @@ describe('devices', function()
         print(y:sum():item() == y:sum():item())]]):format(V))
       assert.are.equal(0, rc, err)
       assert.are.equal('true\n', out)
-      assert.truthy(err:find(V .. ' profile (GPU time per kernel, dispatches serialized)', 1, true), err)
+      assert.truthy(err:find(V .. ' profile (GPU time per kernel, from the completion of the work before it)', 1, true), err)
       assert.falsy(err:find('vulkan validation', 1, true), err)
       -- rows: the kernel in 32 columns, then calls, total ms, mean us, share
       local calls, rows = {}, 0

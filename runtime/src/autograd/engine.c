@@ -8,6 +8,7 @@
 
 #include "../autocast.h"
 #include "autograd.h"
+#include "../profiler/profiler.h"
 
 typedef struct engine {
   em_node **nodes;
@@ -147,7 +148,10 @@ static int run_node(engine *e, int index, int *ready, int *n_ready) {
     goto done;
   }
   int previous = em_set_grad_enabled(e->create_graph);
+  /* the profiler shows each node as a range around the ops of its backward */
+  uint64_t prof = em_prof_active() ? em_prof_begin(EM_PROF_RANGE, node->name, 1, -1, 0, NULL) : 0;
   rc = node->backward(node, grad, grad_inputs);
+  em_prof_end(prof);
   em_set_grad_enabled(previous);
   if (rc != 0) {
     em_error_prefix("backward");

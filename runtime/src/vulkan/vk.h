@@ -236,7 +236,7 @@ struct vk_device {
   char cache_path[512];
   struct vk_flag *flag;       /* device-side error reports (vk_flag.c); NULL until needed */
   struct vk_pinned *pinned;   /* pinned host buffers, live and cached (vk_pinned.c) */
-  struct vk_profile *profile; /* per-kernel GPU times (vk_profile.c); NULL unless EMBER_VK_PROFILE */
+  struct vk_profile *profile; /* GPU timestamps (vk_profile.c); NULL until first asked for */
   uint64_t host_waits;        /* em_vk_wait_serial / em_vk_wait_idle calls that waited */
   uint64_t dispatches;        /* kernel dispatches recorded (em_vk_count_groups), ever */
 };
@@ -311,17 +311,20 @@ uint32_t em_vk_flag_name(vk_device *D, const char *fn);
 /* After a wait: raises (returns -1 with the message) and clears a set flag. D->lock held. */
 int em_vk_flag_check(vk_device *D);
 
-/* vk_profile.c: EMBER_VK_PROFILE=1 times every dispatch with GPU timestamps (dispatches are
- * then serialized by a barrier each, so each time is the kernel's own) and prints a table per
- * kernel at exit. All with D->lock held. */
+/* vk_profile.c: GPU timestamps after each dispatch of a timed batch, for the profiler
+ * (ember.profiler) and EMBER_VK_PROFILE=1 (a table per kernel at exit). All with D->lock held.
+ * init registers the device with the profiler and reads EMBER_VK_PROFILE. */
 int em_vk_profile_init(vk_device *D);
-/* A frame's command buffer was begun: resets its timestamps. */
+/* A frame's command buffer was begun: it is timed when the profiler or the table asks. */
 void em_vk_profile_begin(vk_device *D, int frame, VkCommandBuffer cmd);
-/* Around one dispatch of module `module` (an index of em_spirv_modules) and `op`: the
- * elementwise op, 0x80000000 | a launch's first specialization constant, or UINT32_MAX. */
-void em_vk_profile_before(vk_device *D, VkCommandBuffer cmd, int module, uint32_t op);
-void em_vk_profile_after(vk_device *D, VkCommandBuffer cmd);
-/* A frame completed: adds its timestamps to the totals. */
+/* After one dispatch of module `module` (an index of em_spirv_modules) and `op` (the
+ * elementwise op, 0x80000000 | a launch's first specialization constant, or UINT32_MAX), or a
+ * transfer (module -1, name a literal). Call only when D->profile is set. */
+void em_vk_profile_stamp(vk_device *D, VkCommandBuffer cmd, int module, uint32_t op,
+                         const char *name);
+/* The frame was submitted (its host time aligns the GPU's clock with the host's). */
+void em_vk_profile_submit(vk_device *D, int frame);
+/* A frame completed: its stamps go to the table and the profiler. */
 void em_vk_profile_retire(vk_device *D, int frame);
 
 /* vk_pinned.c: pinned memory (the pin_alloc slot). All but em_vk_pin_alloc with D->lock held. */

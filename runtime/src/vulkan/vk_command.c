@@ -98,7 +98,7 @@ VkCommandBuffer em_vk_cmd(vk_device *D) {
     return NULL;
   }
   f->recording = true;
-  if (D->profile) em_vk_profile_begin(D, D->current, f->cmd);
+  em_vk_profile_begin(D, D->current, f->cmd);
   f->dispatches = 0;
   f->groups = 0;
   D->bound = VK_NULL_HANDLE;
@@ -121,6 +121,7 @@ int em_vk_submit(vk_device *D) {
   }
   if (r != VK_SUCCESS) return em_error("%s: submitting work failed (%s)", D->name, em_vk_result_name(r));
   f->pending = true;
+  em_vk_profile_submit(D, D->current);
   f->serial = D->next_serial++;
   D->current = (D->current + 1) % VK_FRAMES;
   return 0;
@@ -187,7 +188,7 @@ int em_vk_count_dispatch(vk_device *D) {
 
 void em_vk_hazards(vk_device *D, VkCommandBuffer cmd, vk_block *const *reads, int nreads,
                    vk_block *const *writes, int nwrites) {
-  bool need = D->profile != NULL; /* profiling times each kernel alone (vk_profile.c) */
+  bool need = false;
   for (int i = 0; i < nreads && !need; i++)
     need = reads[i] && reads[i]->write_epoch == D->epoch;
   for (int i = 0; i < nwrites && !need; i++)

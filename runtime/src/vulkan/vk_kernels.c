@@ -333,6 +333,7 @@ static int copy_as_transfer(em_tensor *dst, const em_tensor *src) {
     em_vk_hazards(D, cmd, r, 1, w, 1);
     VkBufferCopy region = {os, od, n};
     D->fn.vkCmdCopyBuffer(cmd, bs->slab->buffer, bd->slab->buffer, 1, &region);
+    if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_buffer");
   }
   int rc = cmd ? em_vk_count_dispatch(D) : -1;
   pthread_mutex_unlock(&D->lock);
@@ -406,6 +407,7 @@ static int fill_as_transfer(em_tensor *dst, uint64_t pattern) {
     vk_block *w[1] = {b};
     em_vk_hazards(D, cmd, NULL, 0, w, 1);
     D->fn.vkCmdFillBuffer(cmd, b->slab->buffer, off, n, word);
+    if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "fill_buffer");
   }
   int rc = cmd ? em_vk_count_dispatch(D) : -1;
   pthread_mutex_unlock(&D->lock);

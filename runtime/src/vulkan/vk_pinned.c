@@ -135,6 +135,7 @@ int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, 
   em_vk_hazards(D, cmd, NULL, 0, w, 1);
   VkBufferCopy region = {offset, dst, nbytes};
   D->fn.vkCmdCopyBuffer(cmd, p->buffer, b->slab->buffer, 1, &region);
+  if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_from_host");
   p->busy_until = D->next_serial; /* the serial the current batch will get */
   return em_vk_count_dispatch(D);
 }

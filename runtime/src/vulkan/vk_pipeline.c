@@ -408,9 +408,8 @@ static int record(vk_device *D, VkPipeline pipeline, vk_block *const *blocks, co
   }
   if (push_size > 0)
     D->fn.vkCmdPushConstants(cmd, D->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
-  if (D->profile) em_vk_profile_before(D, cmd, module, op);
   D->fn.vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
-  if (D->profile) em_vk_profile_after(D, cmd);
+  if (D->profile) em_vk_profile_stamp(D, cmd, module, op, NULL);
   return em_vk_count_groups(D, (uint64_t)groups[0] * groups[1] * groups[2]);
 }
 
@@ -431,7 +430,7 @@ int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_te
   if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_groups = 2; /* exercises the grid-stride loop */
   if (groups > max_groups) groups = max_groups;
   uint32_t grid[3] = {(uint32_t)groups, 1, 1};
-  int module = D->profile ? module_index(kernel_modules[k]) : -1;
+  int module = D->profile ? module_index(kernel_modules[k]) : -1; /* named in the profile */
   return record(D, pipeline, blocks, p, sizeof *p, grid, module, p->op);
 }
 

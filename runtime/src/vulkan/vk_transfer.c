@@ -98,6 +98,7 @@ void em_vk_record_readback(vk_device *D, VkCommandBuffer cmd, vk_block *b, uint6
   em_vk_hazards(D, cmd, r, 1, NULL, 0);
   VkBufferCopy region = {b->offset + offset, 0, n};
   D->fn.vkCmdCopyBuffer(cmd, b->slab->buffer, st->buffer, 1, &region);
+  if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_to_host");
   VkMemoryBarrier mb = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
     .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -136,6 +137,7 @@ int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes) {
       vk_block *w[1] = {b};
       em_vk_hazards(D, cmd, NULL, 0, w, 1);
       D->fn.vkCmdUpdateBuffer(cmd, b->slab->buffer, dst, nbytes, src);
+      if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_from_host");
     }
     rc = nbytes == 0 ? 0 : cmd ? em_vk_count_dispatch(D) : -1;
     pthread_mutex_unlock(&D->lock);
@@ -162,6 +164,7 @@ int em_vk_write(em_storage *s, size_t offset, const void *src, size_t nbytes) {
     em_vk_hazards(D, cmd, NULL, 0, w, 1);
     VkBufferCopy region = {0, b->offset + offset + done, n};
     D->fn.vkCmdCopyBuffer(cmd, st->buffer, b->slab->buffer, 1, &region);
+    if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_from_host");
     st->busy_until = D->next_serial; /* the serial the current batch will get */
     rc = em_vk_count_dispatch(D);
     done += n;
