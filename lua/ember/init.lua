@@ -37,6 +37,7 @@ for _, m in ipairs(families) do
   end
 end
 ember.memory = require 'ember.memory'
+ember.profiler = require 'ember.profiler'
 ember.autograd = require 'ember.autograd'
 ember.nn = require 'ember.nn'
 ember.optim = require 'ember.optim'

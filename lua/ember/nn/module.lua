@@ -197,7 +197,9 @@ end
 -- ---- calling ---------------------------------------------------------------------------------
 -- module(x) runs forward (PyTorch). module:forward(x) does too and keeps what Torch7's
 -- module:backward(x, gradOutput) needs.
+local profiling = require 'ember.profiler.state' -- a range per module call while recording
 function Module:__call(...)
+  if profiling.recording then return profiling.call(self, hooks.call, self, self.forward, ...) end
   return hooks.call(self, self.forward, ...)
 end
 hooks.install(Module) -- register_forward_pre_hook, register_forward_hook, ..._full_backward_hook
