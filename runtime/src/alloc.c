@@ -76,7 +76,6 @@ int64_t em_alloc_live(void) { return allocated_everywhere(); }
 
 void em_memory_note_alloc(int device, size_t nbytes) {
   device_memory *m = &memory[device];
-  if (em_prof_active()) em_prof_memory(device, (int64_t)nbytes); /* profile_memory's bytes */
   if (on_main_thread()) {
     plain_add(&m->main_allocated, (int64_t)nbytes);
     plain_add(&m->main_allocs, 1);
@@ -92,11 +91,12 @@ void em_memory_note_alloc(int device, size_t nbytes) {
          !__atomic_compare_exchange_n(&m->peak, &peak, now, true, __ATOMIC_RELAXED,
                                       __ATOMIC_RELAXED)) {
   }
+  /* the profiler's bytes per op (profile_memory); last, so that it is a tail call */
+  if (em_prof_active()) em_prof_memory(device, (int64_t)nbytes);
 }
 
 void em_memory_note_free(int device, size_t nbytes) {
   device_memory *m = &memory[device];
-  if (em_prof_active()) em_prof_memory(device, -(int64_t)nbytes);
   if (on_main_thread()) {
     plain_add(&m->main_allocated, -(int64_t)nbytes);
     plain_add(&all_devices.main_allocated, -(int64_t)nbytes);
@@ -104,6 +104,7 @@ void em_memory_note_free(int device, size_t nbytes) {
     __atomic_sub_fetch(&m->shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&all_devices.shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
   }
+  if (em_prof_active()) em_prof_memory(device, -(int64_t)nbytes);
 }
 
 int em_memory_check_limit(int device, size_t nbytes) {

@@ -1,5 +1,6 @@
 -- Where a GPU training step of nanoGPT's char config goes: run with EMBER_VK_PROFILE=1, which
--- times every kernel (dispatches serialized) and prints the table at exit.
+-- times every kernel (GPU timestamps, docs/design.md "GPU time attribution") and prints the
+-- table at exit. ember.profiler gives the same times per op, with a Chrome trace.
 --   EMBER_VK_PROFILE=1 ember tests/gpu/gpt_profile.lua [fp32|bf16|fp16] [steps]
 local G = require 'ember.models.gpt'
 local precision, steps = arg[1] or 'bf16', tonumber(arg[2] or 5)

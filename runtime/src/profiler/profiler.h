@@ -16,10 +16,11 @@
 
 #include "../internal.h"
 
-/* Nonzero while the profiler records; read on every hook, written by start and stop. */
-extern int em_prof_on;
+/* Nonzero while the profiler records; read on every hook, written by start and stop. Hidden,
+ * so that the test is one instruction on the flag itself, not a load of its address first. */
+extern int em_prof_on __attribute__((visibility("hidden")));
 /* Nonzero while the profiler records GPU timestamps (start's gpu option). */
-extern int em_prof_gpu_on;
+extern int em_prof_gpu_on __attribute__((visibility("hidden")));
 
 static inline int em_prof_active(void) { return __builtin_expect(em_prof_on != 0, 0); }
 

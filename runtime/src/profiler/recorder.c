@@ -14,7 +14,6 @@
  * runs ops (between training steps), as in PyTorch.
  */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -74,19 +73,42 @@ static prof_event *push_event(prof_thread *t) {
   return &t->ev[t->n];
 }
 
+/* Appends s to buf (cap bytes, always terminated); the new length. No snprintf: shapes are
+ * formatted on every op of a record_shapes profile, and printf's machinery cost more than
+ * the rest of the recording. */
+static size_t put_str(char *buf, size_t len, size_t cap, const char *s) {
+  while (*s && len + 1 < cap) buf[len++] = *s++;
+  buf[len] = '\0';
+  return len;
+}
+
+static size_t put_int(char *buf, size_t len, size_t cap, int64_t v) {
+  char digits[24];
+  int n = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do digits[n++] = (char)('0' + u % 10); while ((u /= 10) != 0);
+  if (v < 0) digits[n++] = '-';
+  while (n > 0 && len + 1 < cap) buf[len++] = digits[--n];
+  buf[len] = '\0';
+  return len;
+}
+
+/* "[3,4] float32, [4] float32" for the non-NULL inputs. */
 static const char *shapes_of(int n, const em_tensor *const *ins) {
   char buf[512];
-  size_t len = 0;
+  size_t len = 0, cap = sizeof buf;
   buf[0] = '\0';
   for (int i = 0; i < n; i++) {
     const em_tensor *x = ins[i];
     if (x == NULL) continue;
-    char shape[EM_SHAPE_BUF];
-    em_shape_str(shape, sizeof shape, x->ndim, x->sizes);
-    int k = snprintf(buf + len, sizeof buf - len, "%s%s %s", len ? ", " : "", shape,
-                     em_dtype_name((em_dtype)x->dtype_id));
-    if (k < 0 || (size_t)k >= sizeof buf - len) break;
-    len += (size_t)k;
+    if (len) len = put_str(buf, len, cap, ", ");
+    len = put_str(buf, len, cap, "[");
+    for (int d = 0; d < x->ndim; d++) {
+      if (d) len = put_str(buf, len, cap, ",");
+      len = put_int(buf, len, cap, x->sizes[d]);
+    }
+    len = put_str(buf, len, cap, "] ");
+    len = put_str(buf, len, cap, em_dtype_name((em_dtype)x->dtype_id));
   }
   return em_prof_intern(buf);
 }
