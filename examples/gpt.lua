@@ -41,6 +41,7 @@ local options = {
   { 'precision', 'fp32', 'fp32, bf16 (autocast) or fp16 (autocast and loss scaling)' },
   { 'device', os.getenv('EMBER_DEVICE') or 'auto', 'auto, cpu or vulkan[:N]' },
   { 'threads', 0, 'CPU threads (0: all cores)' },
+  { 'profile', '', 'profile steps 3-5: print the op table, write this Chrome trace ("" for none)' },
   { 'seed', 1337, 'random seed (weights, batches, dropout)' },
   { 'checkpoint', 'gpt.ckpt', 'checkpoint written at every evaluation ("" for none)' },
   { 'resume', nil, 'checkpoint to resume from (its model config is used)', 'string' },
@@ -228,6 +229,13 @@ local wall0 = ember.clock()
 local interval_start, loss_total, interval_steps = wall0, nil, 0
 local val_loss
 local last = opts.stop > 0 and math.min(opts.stop, opts.steps) or opts.steps
+-- --profile: a step unrecorded, one of warm-up, three recorded (docs/profiling.md)
+local prof = opts.profile ~= '' and ember.profiler.profile({ record_shapes = true,
+  profile_memory = true, schedule = { wait = 1, warmup = 1, active = 3, ['repeat'] = 1 },
+  on_trace_ready = function(p)
+    print(p:key_averages():table({ sort_by = 'self_cpu_time_total', row_limit = 20 }))
+    print('trace: ' .. p:export_chrome_trace(opts.profile))
+  end }):start()
 while step < last do
   step = step + 1
   local lr = G.lr_at(step, schedule)
@@ -236,6 +244,7 @@ while step < last do
   optimizer:zero_grad()
   local loss = precision:forward(function() return model:loss(x, y) end)
   precision:step(loss, optimizer, clip)
+  if prof then prof:step() end
   -- the losses add up on the device; reading one back would wait for it every step
   loss = loss:detach():float()
   loss_total = loss_total and loss_total + loss or loss
@@ -254,6 +263,7 @@ while step < last do
   end
 end
 
+if prof then prof:stop() end
 if val_loss and step == opts.steps then print(('final validation loss: %.4f'):format(val_loss)) end
 if opts.final_tokens > 0 and step == opts.steps then
   print('generated text:')

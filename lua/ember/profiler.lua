@@ -280,7 +280,11 @@ end
 function Profile:key_averages(opts)
   opts = names.check_options('profiler.key_averages', opts, { 'group_by_input_shape',
     'group_by_stack_n' }, 2)
-  return require('ember.profiler.averages').compute(self:events(), opts, self._activities.vulkan)
+  local events, kernels = self:events(), false
+  for _, e in ipairs(events) do kernels = kernels or e.kind == 'kernel' end
+  -- Vulkan columns when GPU time was asked for and some device gave it
+  return require('ember.profiler.averages').compute(events, opts,
+    self._activities.vulkan and kernels)
 end
 
 function Profile:export_chrome_trace(path)

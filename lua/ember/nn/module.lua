@@ -12,6 +12,7 @@ local hooks = require 'ember.nn.hooks'
 local Module = {}
 Module.__index = Module
 Module.__name = 'Module'
+local profiling = require 'ember.profiler.state' -- the profiler's module ranges
 
 local function is_tensor(x) return tensor.is_tensor(x) end
 
@@ -101,6 +102,7 @@ function Module:add_module(name, m)
   name = tostring(name)
   add_name(self._modules, name)
   rawset(self, name, m)
+  profiling.parent_of[m], profiling.name_in_parent[m] = self, name -- ranges' names
   return m
 end
 
@@ -197,7 +199,6 @@ end
 -- ---- calling ---------------------------------------------------------------------------------
 -- module(x) runs forward (PyTorch). module:forward(x) does too and keeps what Torch7's
 -- module:backward(x, gradOutput) needs.
-local profiling = require 'ember.profiler.state' -- a range per module call while recording
 function Module:__call(...)
   if profiling.recording then return profiling.call(self, hooks.call, self, self.forward, ...) end
   return hooks.call(self, self.forward, ...)

@@ -1,53 +1,51 @@
 -- ember.profiler.modules: module calls as profiler ranges named by the module tree.
 --
--- While the profiler records, nn.Module's __call comes here (profiler/state.lua). A module
--- called from inside another module's call is named by its parent's name and its own name in
--- the parent (`GPT.blocks.3.attn`); a module called at the top is named by its class. The
--- forward runs between em_profiler_range_push and pop, so its ops nest under the range.
+-- While the profiler records, nn.Module's __call comes here (profiler/state.lua) and runs the
+-- forward between em_profiler_range_push and pop, so its ops nest under the range. The name
+-- is the module's path from the root of its tree, the root named by its class:
+-- GPT.transformer.h.0.attn, Sequential.0. add_module notes each child's parent and name when
+-- the model is built, so the path does not depend on how the forward was reached (a model's
+-- loss method calling its forward, a container's children called in a loop).
 local core = require 'ember.core'
+local state = require 'ember.profiler.state'
 local C = core.C
 
 local M = {}
-local stack = {} -- {module, name} of the calls open now
-local depth = 0
+local paths = setmetatable({}, { __mode = 'k' }) -- module -> path, for this profile
 
--- The name a child has in its parent's list of submodules, or its class.
-local function child_name(parent, m)
-  local names = rawget(parent, '_modules')
-  if names then
-    for _, n in ipairs(names) do
-      if parent[n] == m then return n end
-    end
+local function path_of(m)
+  local p = paths[m]
+  if p then return p end
+  local parts, cur, seen = {}, m, {}
+  while state.parent_of[cur] ~= nil and not seen[cur] do
+    seen[cur] = true
+    parts[#parts + 1] = state.name_in_parent[cur]
+    cur = state.parent_of[cur]
   end
-  return m.__name or 'Module'
+  parts[#parts + 1] = cur.__name or 'Module'
+  for i = 1, math.floor(#parts / 2) do
+    parts[i], parts[#parts + 1 - i] = parts[#parts + 1 - i], parts[i]
+  end
+  p = table.concat(parts, '.')
+  paths[m] = p
+  return p
 end
 
 local function pop(ok, ...)
-  depth = depth - 1
   C.em_profiler_range_pop()
   if not ok then error((...), 0) end
   return ...
 end
 
--- f(self, ...) is the call the module would have made (hooks.call with its forward).
+-- f(...) is the call the module would have made (hooks.call with its forward).
 function M.call(self, f, ...)
-  local name
-  if depth == 0 then
-    name = self.__name or 'Module'
-  else
-    local parent = stack[depth]
-    name = parent[2] .. '.' .. child_name(parent[1], self)
-  end
-  depth = depth + 1
-  stack[depth] = stack[depth] or {}
-  stack[depth][1], stack[depth][2] = self, name
-  C.em_profiler_range_push(name)
+  C.em_profiler_range_push(path_of(self))
   return pop(pcall(f, ...))
 end
 
--- Forgets open calls (a profile stopped inside one).
+-- Forgets the paths (a module may have moved since).
 function M.reset()
-  depth = 0
+  for k in pairs(paths) do paths[k] = nil end
 end
 
 return M
