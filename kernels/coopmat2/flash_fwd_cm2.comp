@@ -28,7 +28,8 @@
 
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint HDIM = 64u;
-const uint BR = 64u, BC = 64u;
+layout(constant_id = 1) const uint BR = 64u;  // query rows per tile
+layout(constant_id = 2) const uint BC = 64u;  // keys per tile
 
 layout(std430, binding = 0) writeonly buffer OUT { float16_t o16[]; };
 layout(std430, binding = 1) writeonly buffer LSE { float lse[]; };
@@ -36,7 +37,11 @@ layout(std430, binding = 2) readonly buffer Q16 { float16_t q16[]; };
 layout(std430, binding = 3) readonly buffer K16 { float16_t k16[]; };
 layout(std430, binding = 4) readonly buffer V16 { float16_t v16[]; };
 
+// Every load clamps to 0 at the edges (tensor layouts with the constant clamp mode). Dropping
+// the clamp where every tile lies inside (the Undefined mode) ran the forward and backward 1.5-2x
+// slower on an H200 (tests/gpu/attention_tiles.lua history in docs/performance.md).
 #define CLAMP gl_CooperativeMatrixClampModeConstantNV
+#define CLAMP_OUT gl_CooperativeMatrixClampModeConstantNV
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
 #define MA(R, C) coopmat<float16_t, gl_ScopeWorkgroup, R, C, gl_MatrixUseA>
 #define MB(R, C) coopmat<float16_t, gl_ScopeWorkgroup, R, C, gl_MatrixUseB>
@@ -119,7 +124,7 @@ void main() {
   o = o * l_wide;
 
   // out: fresh [B, Hq, Tq, HDIM]
-  tensorLayoutNV<2, CLAMP> lo = createTensorLayoutNV(2, CLAMP);
+  tensorLayoutNV<2, CLAMP_OUT> lo = createTensorLayoutNV(2, CLAMP_OUT);
   lo = setTensorLayoutDimensionNV(lo, pc.Tq, HDIM);
   lo = setTensorLayoutStrideNV(lo, HDIM, 1);
   coopmat<float16_t, gl_ScopeWorkgroup, BR, HDIM, gl_MatrixUseAccumulator> ho =

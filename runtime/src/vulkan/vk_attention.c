@@ -195,7 +195,8 @@ int em_vk_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em
   return rc;
 }
 
-/* flash_bwd_pre's per-row (lse', delta) for the backward kernels, from float32 out and gout,
+/* flash_bwd_pre's per-row (lse', delta) for the backward kernels, from out and gout (float32, or
+ * both float16 or both bfloat16),
  * into a new float32 tensor [B * Hq * Tq * 2] (*stats); p is the backward's push block. */
 int em_vk_attn_stats(vk_device *D, const char *fn, const attn_push *p, const em_tensor *out,
                      const em_tensor *lse, const em_tensor *gout, const em_attn_geom *g,
@@ -209,7 +210,10 @@ int em_vk_attn_stats(vk_device *D, const char *fn, const attn_push *p, const em_
   int64_t n = rows > 0 ? rows * 2 : 2;
   if ((*stats = em_empty(1, &n, EM_FLOAT32, out->device_id)) == NULL) return -1;
   if (rows == 0) return 0;
-  vk_launch L = {.module = "flash_bwd_pre", .push = &pp, .push_size = sizeof pp,
+  const char *pre = out->dtype_id == EM_FLOAT16    ? "flash_bwd_pre_F16"
+                    : out->dtype_id == EM_BFLOAT16 ? "flash_bwd_pre_BF16"
+                                                   : "flash_bwd_pre_F32";
+  vk_launch L = {.module = pre, .push = &pp, .push_size = sizeof pp,
                  .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {*stats, lse, out, [6] = gout},
                  .writes = 1u};
   int64_t groups = cdiv(rows, 64), gx = groups < 65535 ? groups : 65535;

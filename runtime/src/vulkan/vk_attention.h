@@ -45,7 +45,8 @@ int em_vk_attn_cm2_backward(vk_device *D, em_tensor *gq, em_tensor *gk, em_tenso
                             const em_tensor *gout, const em_tensor *q, const em_tensor *k,
                             const em_tensor *v, const em_tensor *out, const em_tensor *lse,
                             const em_tensor *mask, const em_attn_geom *g, const attn_push *p);
-/* flash_bwd_pre's stats (lse', delta per query row) from float32 out and gout, into a new
+/* flash_bwd_pre's stats (lse', delta per query row) from out and gout (float32, or both of
+ * one 16-bit dtype), into a new
  * tensor (vk_attention.c); takes D->lock. */
 int em_vk_attn_stats(vk_device *D, const char *fn, const attn_push *p, const em_tensor *out,
                      const em_tensor *lse, const em_tensor *gout, const em_attn_geom *g,

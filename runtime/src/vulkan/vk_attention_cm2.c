@@ -3,8 +3,8 @@
  * workgroup-scope matrices with tensor addressing), forward and backward, for float16 and
  * bfloat16 q/k/v with float32 accumulation and softmax:
  *   forward   kernels/coopmat2/flash_fwd_cm2.comp: a workgroup per 64 query rows of a head;
- *   backward  flash_bwd_pre (vk_attention.c, on float32 copies of out and gout: the per-row
- *             lse' and delta), then flash_bwd_dq_cm2 (gq, a workgroup per 64 query rows) and
+ *   backward  flash_bwd_pre (vk_attention.c: the per-row lse' and delta from the 16-bit out
+ *             and gout), then flash_bwd_dq_cm2 (gq, a workgroup per 64 query rows) and
  *             flash_bwd_dkdv_cm2 (gk and gv, a workgroup per 64 keys of a k/v head, walking
  *             every q head of its group: grouped-query sums without atomics).
  * The bfloat16 modules are the float16 ones rewritten by tools/spirv_bf16.c (the kernels only
@@ -14,6 +14,11 @@
  * They run where the coopmat2 kernels do (em_vk_coop_cm2_for: EMBER_VK_COOPMAT honoured), for
  * equal head dims D = Dv that are multiples of 16 up to 128, operands whose last dim is
  * contiguous, and no dropout. EMBER_VK_ATTENTION_CM2=0 turns them off (for comparisons).
+ *
+ * Tiles: each kernel takes its query-tile rows BR and key-tile columns BC as specialization
+ * constants 1 and 2; tile_of() holds the defaults (measured on an H200, docs/performance.md),
+ * and EMBER_VK_ATTENTION_CM2_<FWD|DQ|DKDV>="BR,BC" overrides them for tuning runs
+ * (tests/gpu/attention_tiles.lua).
  * Anything else goes to the subgroup-scope forward (vk_attention_coop.c) or the plain kernels.
  */
 #include <stdio.h>
@@ -43,8 +48,23 @@ static bool taken(vk_device *D, const em_tensor *q, const em_tensor *k, const em
       (gout && !last_contiguous(gout)))
     return false;
   const uint32_t *lim = D->props.limits.maxComputeWorkGroupCount;
-  return cdiv(g->Tq, 64) <= lim[0] && cdiv(g->Tk, 64) <= lim[0] && g->Hq <= lim[1] &&
+  return cdiv(g->Tq, 16) <= lim[0] && cdiv(g->Tk, 16) <= lim[0] && g->Hq <= lim[1] &&
          g->B <= lim[2];
+}
+
+typedef struct tile { uint32_t br, bc; } tile;
+
+/* The tile of kernel `which` (0 forward, 1 dq, 2 dkdv). */
+static tile tile_of(int which) {
+  static const char *const env[] = {"EMBER_VK_ATTENTION_CM2_FWD", "EMBER_VK_ATTENTION_CM2_DQ",
+                                    "EMBER_VK_ATTENTION_CM2_DKDV"};
+  tile t = {64, 64};
+  const char *v = getenv(env[which]);
+  unsigned br, bc;
+  if (v && sscanf(v, "%u,%u", &br, &bc) == 2 && br % 16 == 0 && bc % 16 == 0 && br >= 16 &&
+      bc >= 16 && br <= 256 && bc <= 256)
+    t = (tile){br, bc};
+  return t;
 }
 
 static const char *module(const char *base, int dtype, char *buf, size_t n) {
@@ -57,10 +77,11 @@ int em_vk_attn_cm2_forward(vk_device *D, em_tensor *out, em_tensor *lse, const e
                            const em_attn_geom *g, const attn_push *p) {
   if (!taken(D, q, k, v, NULL, g)) return 1;
   char name[48];
+  tile t = tile_of(0);
   vk_launch L = {.module = module("flash_fwd_cm2", q->dtype_id, name, sizeof name), .push = p,
-                 .push_size = sizeof *p, .spec = {(uint32_t)g->D, ~0u, ~0u, ~0u},
+                 .push_size = sizeof *p, .spec = {(uint32_t)g->D, t.br, t.bc, ~0u},
                  .ops = {out, lse, q, k, v, mask}, .writes = 3u,
-                 .groups = {(uint32_t)cdiv(g->Tq, 64), (uint32_t)g->Hq, (uint32_t)g->B}};
+                 .groups = {(uint32_t)cdiv(g->Tq, t.br), (uint32_t)g->Hq, (uint32_t)g->B}};
   return em_vk_launch(D, &L);
 }
 
@@ -70,39 +91,28 @@ int em_vk_attn_cm2_backward(vk_device *D, em_tensor *gq, em_tensor *gk, em_tenso
                             const em_tensor *mask, const em_attn_geom *g, const attn_push *p) {
   const char *fn = "scaled_dot_product_attention";
   if (!taken(D, q, k, v, gout, g)) return 1;
-  /* the stats pass reads float32 out and gout */
-  em_tensor *fo = em_to_dtype(out, EM_FLOAT32), *fg = em_to_dtype(gout, EM_FLOAT32);
   em_tensor *stats = NULL;
-  int rc = fo && fg ? 0 : -1;
-  if (rc == 0) {
-    attn_push pf = *p;  /* the stats pass reads gout's float32 copy in the g slot */
-    int64_t sb = fg->strides[0], sh = fg->strides[1], st = fg->strides[2];
-    pf.g[0] = (uint32_t)fg->offset;
-    pf.g[1] = fg->sizes[0] > 1 ? (uint32_t)sb : 0u;
-    pf.g[2] = fg->sizes[1] > 1 ? (uint32_t)sh : 0u;
-    pf.g[3] = fg->sizes[2] > 1 ? (uint32_t)st : 0u;
-    rc = em_vk_attn_stats(D, fn, &pf, fo, lse, fg, g, &stats);
-  }
+  int rc = out->dtype_id == q->dtype_id ? 0 : em_error("%s: expected out in q's dtype", fn);
+  if (rc == 0) rc = em_vk_attn_stats(D, fn, p, out, lse, gout, g, &stats);
   if (rc == 0) {
     char name[48];
     pthread_mutex_lock(&D->lock);
+    tile t = tile_of(1), u = tile_of(2);
     vk_launch L = {.module = module("flash_bwd_dq_cm2", q->dtype_id, name, sizeof name),
-                   .push = p, .push_size = sizeof *p, .spec = {(uint32_t)g->D, ~0u, ~0u, ~0u},
+                   .push = p, .push_size = sizeof *p, .spec = {(uint32_t)g->D, t.br, t.bc, ~0u},
                    .ops = {gq, NULL, q, k, v, mask, gout, stats}, .writes = 1u,
-                   .groups = {(uint32_t)cdiv(g->Tq, 64), (uint32_t)g->Hq, (uint32_t)g->B}};
+                   .groups = {(uint32_t)cdiv(g->Tq, t.br), (uint32_t)g->Hq, (uint32_t)g->B}};
     rc = em_vk_launch(D, &L);
     if (rc == 0) {
       vk_launch K = {.module = module("flash_bwd_dkdv_cm2", q->dtype_id, name, sizeof name),
                      .push = p, .push_size = sizeof *p,
-                     .spec = {(uint32_t)g->D, ~0u, ~0u, ~0u},
+                     .spec = {(uint32_t)g->D, u.br, u.bc, ~0u},
                      .ops = {gk, gv, q, k, v, mask, gout, stats}, .writes = 3u,
-                     .groups = {(uint32_t)cdiv(g->Tk, 64), (uint32_t)g->Hkv, (uint32_t)g->B}};
+                     .groups = {(uint32_t)cdiv(g->Tk, u.bc), (uint32_t)g->Hkv, (uint32_t)g->B}};
       rc = em_vk_launch(D, &K);
     }
     pthread_mutex_unlock(&D->lock);
   }
-  em_release(fo);
-  em_release(fg);
   em_release(stats);
   return rc;
 }
