@@ -116,5 +116,6 @@ ember.load = ember.serialize.load
 
 -- Pictures: PNG images of tensors (ember.image) and line plots (ember.plot).
 ember.image = require 'ember.image'
+ember.plot = require 'ember.plot'
 
 return ember
