@@ -95,7 +95,7 @@ function M.draw(canvas, rect, series, opts)
   -- grid, frame, ticks, tick labels
   for i, v in ipairs(xt) do
     local px = floor(X(v))
-    if px >= left and px < right then
+    if px >= left and px <= right then
       if opts.grid ~= false then canvas:fill_rect(px, top, 1, bottom - top, GRID) end
       canvas:fill_rect(px, bottom, 1, tick + 1, FRAME)
       local w = Canvas.text_size(xlabels[i], s)
@@ -104,7 +104,7 @@ function M.draw(canvas, rect, series, opts)
   end
   for i, v in ipairs(yt) do
     local py = floor(Y(v))
-    if py >= top and py < bottom then
+    if py >= top and py <= bottom then
       if opts.grid ~= false then canvas:fill_rect(left, py, right - left, 1, GRID) end
       canvas:fill_rect(left - tick - 1, py, tick + 1, 1, FRAME)
       local w = Canvas.text_size(ylabels[i], s)

@@ -66,9 +66,16 @@ end
 -- without '+' and leading zeros.
 function M.label(v, step)
   local s
+  if step and abs(v) < step * 1e-6 then v = 0 end -- rounding residue of a zero tick
   local a = abs(v)
   if step and a < 1e6 and (a == 0 or a >= 1e-4) and step >= 1e-6 then
-    local decimals = max(0, -floor(log10(step) + 1e-9)) + 0 -- + 0: never "-0"
+    -- the fewest decimals that write the step exactly (0.25 needs 2, 500 none)
+    local decimals = 0
+    while decimals < 10 do
+      local scaled = step * 10 ^ decimals
+      if abs(scaled - floor(scaled + 0.5)) < 1e-6 * scaled then break end
+      decimals = decimals + 1
+    end
     s = ('%.' .. decimals .. 'f'):format(v)
   else
     s = ('%.6g'):format(v)
