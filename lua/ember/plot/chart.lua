@@ -63,7 +63,7 @@ function M.draw(canvas, rect, series, opts)
   local dy0, dy1 = data_range(series, 'y', logy)
   local x0, x1 = limits(opts.xlim, dx0, dx1, false)
   local y0, y1 = limits(opts.ylim, dy0, dy1, logy)
-  local xt, xstep = ticks.linear(x0, x1, max(2, floor(rw / (70 * s))))
+  local xt, xstep = ticks.linear(x0, x1, max(2, floor(rw / (60 * s))))
   local yt, ystep
   if logy then yt, ystep = ticks.log(y0, y1, max(2, floor(rh / (30 * s))))
   else yt, ystep = ticks.linear(y0, y1, max(2, floor(rh / (40 * s)))) end
