@@ -100,9 +100,10 @@ local function evaluate()
   return correct / test_x:size(1)
 end
 
--- The curves for --plot: the mean training loss of every 50 batches (x in epochs) and the
--- test accuracy after each epoch.
+-- The curves for --plot: the mean training loss of every `window` batches (50, fewer for a
+-- small --limit; x in epochs) and the test accuracy after each epoch.
 local curves = { loss_x = {}, loss = {}, epoch = {}, accuracy = {} }
+local window_size = math.min(50, math.max(1, math.floor(#loader / 10)))
 
 local accuracy
 for epoch = first_epoch, opts.epochs do
@@ -122,10 +123,10 @@ for epoch = first_epoch, opts.epochs do
     loss_total = loss_total and loss_total + loss:detach() or loss:detach()
     window = window and window + loss:detach() or loss:detach()
     batches, seen = batches + 1, seen + x:size(1)
-    if batches % 50 == 0 then
-      shown = loss:item()
+    if batches % 50 == 0 then shown = loss:item() end
+    if batches % window_size == 0 then
       curves.loss_x[#curves.loss_x + 1] = epoch - 1 + batches / #loader
-      curves.loss[#curves.loss + 1] = window:item() / 50
+      curves.loss[#curves.loss + 1] = window:item() / window_size
       window = nil
     end
     bar:update(1, { loss = shown })
@@ -148,10 +149,12 @@ end
 if accuracy then print(('final test accuracy: %.4f'):format(accuracy)) end
 if opts.plot then
   ember.plot.figure(opts.plot, {
-    { series = { { name = 'train loss (mean of 50 batches)', x = curves.loss_x, y = curves.loss } },
+    { series = { { name = window_size == 1 and 'train loss (per batch)' or
+      ('train loss (mean of %d batches)'):format(window_size), x = curves.loss_x,
+      y = curves.loss } },
       title = 'Fashion-MNIST ' .. opts.model .. ': training loss', xlabel = 'epoch', ylabel = 'cross-entropy' },
     { series = { { name = 'test accuracy', x = curves.epoch, y = curves.accuracy } },
-      title = 'test accuracy', xlabel = 'epoch', ylabel = 'accuracy', legend = 'lower right' },
+      title = 'test accuracy', xlabel = 'epoch', ylabel = 'accuracy' },
   })
   print('curves written to ' .. opts.plot)
 end

@@ -121,6 +121,11 @@ describe('ember.plot.lines', function()
       for i = 0, d.width - 1 do if same(P.pixel(d, i, j), { 40, 40, 40 }) then ink = ink + 1 end end
     end
     assert.is_true(ink > 20)
+    -- the legend goes where it hides least of the lines: not over a rising line's end
+    local _, up = draw({ { name = 'rising', y = { 1, 2, 3, 4, 5, 6, 7, 8 } } }, { width = 320, height = 200 })
+    assert.are.equal('upper left', up.legend.corner)
+    local _, down = draw({ { name = 'falling', y = { 8, 7, 6, 5, 4, 3, 2, 1 } } }, { width = 320, height = 200 })
+    assert.are.equal('upper right', down.legend.corner)
     -- legend = false: no swatches
     d, info = draw({ { name = 'a', y = { 1, 2 } } }, { width = 320, height = 200, legend = false })
     assert.is_nil(info.legend)

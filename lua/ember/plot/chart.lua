@@ -119,11 +119,18 @@ function M.draw(canvas, rect, series, opts)
   -- the series: runs of usable points, each a polyline clipped to the plot area
   local width = opts.line_width or 1.5 * s
   local clip = { left, top, right, bottom }
+  local drawn = {} -- points along the lines, where a legend would hide them
   for _, ser in ipairs(series) do
     local xs, ys = {}, {}
     local function flush()
       if #xs > 0 then
         canvas:polyline(xs, ys, ser.color, { width = width, antialias = opts.antialias, clip = clip })
+        for k = 1, #xs do
+          local k1 = math.min(k + 1, #xs)
+          for t = 0, 7 do
+            drawn[#drawn + 1] = { xs[k] + (xs[k1] - xs[k]) * t / 8, ys[k] + (ys[k1] - ys[k]) * t / 8 }
+          end
+        end
       end
       xs, ys = {}, {}
     end
@@ -163,9 +170,26 @@ function M.draw(canvas, rect, series, opts)
     local name_w = 0
     for _, ser in ipairs(named) do name_w = max(name_w, (Canvas.text_size(ser.name, s))) end
     local bw, bh = 3 * s + swatch + 2 * s + name_w + 5 * s, #named * line_h + 3 * s
-    local corner = opts.legend == true and 'upper right' or opts.legend or 'upper right'
-    local bx = corner:find('left') and left + pad or right - pad - bw
-    local by = corner:find('lower') and bottom - pad - bh or top + pad
+    local function box(corner)
+      return corner:find('left') and left + pad or right - pad - bw,
+        corner:find('lower') and bottom - pad - bh or top + pad
+    end
+    -- by default, the corner that hides the fewest points of the lines (ties: in this order)
+    local corner = type(opts.legend) == 'string' and opts.legend
+    if not corner then
+      local fewest
+      for _, c in ipairs({ 'upper right', 'upper left', 'lower left', 'lower right' }) do
+        local x, y = box(c)
+        local hidden = 0
+        for _, p in ipairs(drawn) do
+          if p[1] >= x - s and p[1] <= x + bw + s and p[2] >= y - s and p[2] <= y + bh + s then
+            hidden = hidden + 1
+          end
+        end
+        if not fewest or hidden < fewest then corner, fewest = c, hidden end
+      end
+    end
+    local bx, by = box(corner)
     canvas:fill_rect(bx, by, bw, bh, LEGEND_EDGE)
     canvas:fill_rect(bx + 1, by + 1, bw - 2, bh - 2, WHITE)
     legend = { x = bx, y = by, width = bw, height = bh, entries = {} }
@@ -178,6 +202,7 @@ function M.draw(canvas, rect, series, opts)
     end
   end
 
+  if legend then legend.corner = corner end
   return {
     left = left, right = right, top = top, bottom = bottom,
     xlim = { x0, x1 }, ylim = { y0, y1 }, logy = logy or false,
