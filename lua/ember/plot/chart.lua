@@ -192,7 +192,7 @@ function M.draw(canvas, rect, series, opts)
     local bx, by = box(corner)
     canvas:fill_rect(bx, by, bw, bh, LEGEND_EDGE)
     canvas:fill_rect(bx + 1, by + 1, bw - 2, bh - 2, WHITE)
-    legend = { x = bx, y = by, width = bw, height = bh, entries = {} }
+    legend = { x = bx, y = by, width = bw, height = bh, corner = corner, entries = {} }
     for k, ser in ipairs(named) do
       local ly = by + 2 * s + (k - 1) * line_h
       local mid = ly + floor(ch / 2)
@@ -202,7 +202,6 @@ function M.draw(canvas, rect, series, opts)
     end
   end
 
-  if legend then legend.corner = corner end
   return {
     left = left, right = right, top = top, bottom = bottom,
     xlim = { x0, x1 }, ylim = { y0, y1 }, logy = logy or false,
