@@ -179,8 +179,9 @@ describe('ember.plot.lines', function()
     assert.matches("expected ylim to be {lo, hi} with lo < hi and lo > 0", err(p, { { y = { 1 } } }, { logy = true, ylim = { 0, 1 } }))
     assert.matches("expected series 1 to be a 1%-D tensor", err(p, { ember.zeros(2, 2) }))
     assert.matches("lines: expected a file path", err(nil, { { y = { 1 } } }))
-    -- at the caller's line
-    assert.matches('plot_spec.lua:%d+:', err(p, { { y = { 1 } } }, { titel = 'x' }))
+    -- at the caller's line, once
+    assert.matches('^[^:]*plot_spec.lua:%d+: lines: unknown', err(p, { { y = { 1 } } }, { titel = 'x' }))
+    assert.matches('^[^:]*plot_spec.lua:%d+: lines: expected a color', err(p, { { y = { 1 }, color = 'red' } }))
   end)
 end)
 

@@ -45,6 +45,9 @@ function M.new(width, height, opts)
         tostring(width) .. ' x ' .. tostring(height), 2)
     end
   end
+  if width * height > 2 ^ 26 then
+    error(('Canvas: expected at most %d pixels, got %d x %d'):format(2 ^ 26, width, height), 2)
+  end
   opts = require('ember.util.names').check_options('Canvas', opts, { 'background' }, 2)
   local self = setmetatable({ width = width, height = height }, Canvas)
   self.buf = ffi.new('uint8_t[?]', width * height * 3)
@@ -180,6 +183,7 @@ end
 function Canvas:text(x, y, s, color, opts)
   local scale = opts and opts.scale or 1
   local vertical = opts and opts.vertical
+  s = tostring(s)
   x, y = floor(x), floor(y)
   local total_w = M.text_size(s, scale)
   for n = 1, #s do

@@ -134,9 +134,14 @@ local function size_option(fn, opts, key, default)
 end
 
 -- Runs f, re-raising its error at the caller of the public function (level 3 from here).
+-- The checks raise without a position (level 0); a message that has one already (from a
+-- module called on the way, which places it at the user's line too) keeps it.
 local function at_caller(f, ...)
   local ok, r = pcall(f, ...)
-  if not ok then error(r, 3) end
+  if not ok then
+    if type(r) == 'string' and r:match('^[^\n]-:%d+: ') then error(r, 0) end
+    error(r, 3)
+  end
   return r
 end
 
