@@ -126,6 +126,27 @@ describe('ember.image.save_png', function()
     assert.are.same({ 255, 0, 0, 255 }, P.list(roundtrip(b)))
   end)
 
+  it('uses every scanline filter, each decoding to the exact pixels', function()
+    -- smooth gradients favor Paeth, noise Average or None, flat areas Sub and Up
+    ember.manual_seed(3)
+    local ramp = ember.arange(0, 60):float():div(59)
+    local images = {
+      ember.stack({ ramp:view(1, 60):expand(40, 60), ramp:narrow(1, 1, 40):view(40, 1):expand(40, 60),
+        ember.full({ 40, 60 }, 0.5) }, 1),
+      ember.randn(3, 40, 40),
+      ember.randint(0, 256, { 30, 30 }, { dtype = 'uint8' }),
+      ember.cat({ ember.zeros(1, 10, 30), ember.ones(1, 10, 30), (ember.arange(0, 300):view(1, 10, 30) % 7):float() / 7 }, 2),
+    }
+    local used = { 0, 0, 0, 0, 0 }
+    for _, x in ipairs(images) do
+      local d = roundtrip(x, { normalize = true })
+      local want = ember.image.pixels(x, { normalize = true }) -- the bytes the encoder got
+      assert.is_true(ffi.string(want:data_ptr(), want:numel()) == d.bytes)
+      for k = 1, 5 do used[k] = used[k] + d.filters[k] end
+    end
+    for k = 1, 5 do assert.is_true(used[k] > 0, 'filter ' .. (k - 1) .. ' never used') end
+  end)
+
   it('splits large images into several IDAT chunks', function()
     -- 1000 x 1100 incompressible bytes: more than one 1 MiB chunk of zlib data
     local x = ember.randint(0, 256, { 1000, 1100 }, { dtype = 'uint8' })

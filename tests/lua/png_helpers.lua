@@ -18,8 +18,8 @@ end
 
 local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
--- Decodes path: { width, height, channels, chunks = {...}, bytes = <string of the pixels,
--- row-major, interleaved> }. Fails (error) when the decoder rejects the file.
+-- Decodes path: { width, height, channels, chunks = {...}, filters = {rows with filter 0, ..4},
+-- bytes = <string of the pixels, row-major, interleaved> }. Fails (error) when the decoder rejects the file.
 function M.decode(path)
   local raw = M.tmp('.raw')
   local p = io.popen('/usr/bin/python3 tests/lua/png_decode.py ' .. sh_quote(path) .. ' ' ..
@@ -35,6 +35,8 @@ function M.decode(path)
     chunks = {},
   }
   for c in body:match('"chunks": %[(.-)%]'):gmatch('"(%w+)"') do info.chunks[#info.chunks + 1] = c end
+  info.filters = {} -- rows per scanline filter type, 0-based types: filters[1] is None
+  for n in body:match('"filters": %[(.-)%]'):gmatch('%d+') do info.filters[#info.filters + 1] = tonumber(n) end
   local f = assert(io.open(raw, 'rb'))
   info.bytes = f:read('*a')
   f:close()
