@@ -137,6 +137,16 @@ static int w_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double
   BEGIN("gemm", out->device_id, a, b);
   RUN(gemm(out, a, b, alpha, beta));
 }
+/* A slot that may decline (returns 1): the definition then takes another way, recorded as
+ * its own kernels, so the declined call leaves no event. */
+static int w_gemm_add(em_tensor *out, const em_tensor *a, const em_tensor *b, const em_tensor *c,
+                      double alpha, double beta) {
+  BEGIN("gemm_add", out->device_id, a, b, c);
+  int rc = reals[d_]->gemm_add(out, a, b, c, alpha, beta);
+  if (rc == 1) em_prof_cancel(h_);
+  else em_prof_end(h_);
+  return rc;
+}
 static int w_check_index(const char *fn, em_index_wording w, int dim, const em_tensor *index,
                          int64_t size) {
   BEGIN("check_index", index->device_id, index);
@@ -290,7 +300,7 @@ static void build(em_backend *p, const em_backend *real) {
   WRAP(read); WRAP(write); WRAP(copy); WRAP(fill); WRAP(arange); WRAP(linspace);
   WRAP(random); WRAP(multinomial); WRAP(unary); WRAP(binary); WRAP(binary_contiguous);
   WRAP(where); WRAP(clamp); WRAP(lerp); WRAP(addc); WRAP(reduce); WRAP(moments); WRAP(norm);
-  WRAP(arg_reduce); WRAP(scan); WRAP(softmax); WRAP(gemm); WRAP(check_index);
+  WRAP(arg_reduce); WRAP(scan); WRAP(softmax); WRAP(gemm); WRAP(gemm_add); WRAP(check_index);
   WRAP(index_select); WRAP(gather); WRAP(scatter); WRAP(index_put); WRAP(nonzero); WRAP(sort);
   WRAP(conv2d); WRAP(conv2d_input_grad); WRAP(conv2d_weight_grad); WRAP(max_pool2d);
   WRAP(max_unpool2d); WRAP(avg_pool2d); WRAP(avg_pool2d_backward); WRAP(batch_norm_stats);

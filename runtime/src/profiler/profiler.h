@@ -34,6 +34,8 @@ enum { EM_PROF_OP = 0, EM_PROF_RANGE = 1, EM_PROF_KERNEL = 2 };
 uint64_t em_prof_begin(int kind, const char *name, int copy, int device, int n,
                        const em_tensor *const *ins);
 void em_prof_end(uint64_t handle);
+/* Drops the innermost event, just begun (a slot that declined the work), as if never begun. */
+void em_prof_cancel(uint64_t handle);
 /* The innermost open event of this thread (0 when none): what a GPU dispatch is charged to. */
 uint64_t em_prof_current(void);
 

@@ -158,6 +158,20 @@ void em_prof_end(uint64_t handle) {
   }
 }
 
+void em_prof_cancel(uint64_t handle) {
+  if (handle == 0) return;
+  prof_thread *t = self;
+  uint32_t index = (uint32_t)(handle - 1);
+  if (t == NULL || t->generation != em_prof.generation || t->depth == 0 ||
+      (uint32_t)t->stack[t->depth - 1] != index || index + 1 != t->n) {
+    em_prof_end(handle); /* something nested in it: keep it */
+    return;
+  }
+  t->pending += t->ev[index].alloc; /* its bytes wait for the op that does the work */
+  t->depth--;
+  t->n--;
+}
+
 uint64_t em_prof_current(void) {
   prof_thread *t = self;
   if (t == NULL || t->depth == 0 || t->generation != em_prof.generation) return 0;
