@@ -48,11 +48,15 @@ local function line_hook(_, line)
   C.em_profiler_set_site(info.short_src .. ':' .. line)
 end
 
+local saved_hook -- the hook in place before with_stack's (a coverage tool's), put back after
+
 local function hooks_on(with_stack)
   state.recording = true
   state.call = modules.call
+  state.backward = modules.backward
   if with_stack then
     last_source, last_line = nil, nil
+    saved_hook = { debug.gethook() }
     jit.flush()
     debug.sethook(line_hook, 'l')
   end
@@ -61,7 +65,11 @@ end
 local function hooks_off(with_stack)
   state.recording = false
   modules.reset()
-  if with_stack then debug.sethook() end
+  if with_stack then
+    if saved_hook and saved_hook[1] then debug.sethook(saved_hook[1], saved_hook[2], saved_hook[3])
+    else debug.sethook() end
+    saved_hook = nil
+  end
 end
 
 -- ---- the runtime's events as Lua rows ---------------------------------------------------------

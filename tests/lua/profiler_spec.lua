@@ -147,6 +147,18 @@ describe('ember.profiler', function()
         assert.is_true(ev[e.parent].duration >= e.duration)
       end
     end
+    -- Torch7's module:backward is a range too, around the autograd nodes it runs
+    local q = profiler.profile({ activities = { 'cpu' } }, function()
+      outer:backward(x, ember.ones(5, 2))
+    end)
+    local bw
+    for i, e in ipairs(q:events()) do if e.name == 'Sequential.backward' then bw = i end end
+    assert.truthy(bw)
+    local nodes = 0
+    for _, e in ipairs(q:events()) do
+      if e.parent == bw and e.name:find('Backward$') then nodes = nodes + 1 end
+    end
+    assert.is_true(nodes >= 2) -- ReluBackward, AddmmBackward
     -- record returns what its function returns, and outside a profile just calls it
     assert.are.same({ 1, 2 }, { profiler.record('r', function(a, b) return a, b end, 1, 2) })
   end)

@@ -213,6 +213,9 @@ end
 -- copy of input that requires grad (with the random-number state of the last forward, so
 -- dropout masks repeat), and autograd differentiates it.
 function Module:backward(input, gradOutput)
+  if profiling.recording and not rawget(self, '_profiled_backward') then -- a range "<path>.backward"
+    return profiling.backward(self, input, gradOutput)
+  end
   local ember = require 'ember'
   if not is_tensor(input) or not is_tensor(gradOutput) then
     error(self.__name .. ':backward: expected an input tensor and a gradOutput tensor', 2)

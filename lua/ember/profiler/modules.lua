@@ -43,6 +43,17 @@ function M.call(self, f, ...)
   return pop(pcall(f, ...))
 end
 
+-- Torch7's module:backward(input, gradOutput) as a range "<path>.backward".
+function M.backward(self, input, gradOutput)
+  C.em_profiler_range_push(path_of(self) .. '.backward')
+  rawset(self, '_profiled_backward', true)
+  local function done(ok, ...)
+    rawset(self, '_profiled_backward', nil)
+    return pop(ok, ...)
+  end
+  return done(pcall(self.backward, self, input, gradOutput))
+end
+
 -- Forgets the paths (a module may have moved since).
 function M.reset()
   for k in pairs(paths) do paths[k] = nil end

@@ -7,6 +7,7 @@
 return {
   recording = false,
   call = nil,
+  backward = nil,
   parent_of = setmetatable({}, { __mode = 'kv' }),
   name_in_parent = setmetatable({}, { __mode = 'k' }),
 }
