@@ -322,6 +322,8 @@ void em_vk_profile_begin(vk_device *D, int frame, VkCommandBuffer cmd);
  * transfer (module -1, name a literal). Call only when D->profile is set. */
 void em_vk_profile_stamp(vk_device *D, VkCommandBuffer cmd, int module, uint32_t op,
                          const char *name);
+/* Whether the batch being recorded is timed (D->profile set). */
+bool em_vk_profile_timing(const vk_device *D);
 /* The frame was submitted (its host time aligns the GPU's clock with the host's). */
 void em_vk_profile_submit(vk_device *D, int frame);
 /* A frame completed: its stamps go to the table and the profiler. */

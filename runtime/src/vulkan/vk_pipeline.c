@@ -430,7 +430,8 @@ int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_te
   if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_groups = 2; /* exercises the grid-stride loop */
   if (groups > max_groups) groups = max_groups;
   uint32_t grid[3] = {(uint32_t)groups, 1, 1};
-  int module = D->profile ? module_index(kernel_modules[k]) : -1; /* named in the profile */
+  /* named in the profile, when this batch is timed */
+  int module = D->profile && em_vk_profile_timing(D) ? module_index(kernel_modules[k]) : -1;
   return record(D, pipeline, blocks, p, sizeof *p, grid, module, p->op);
 }
 

@@ -175,11 +175,13 @@ void em_vk_profile_stamp(vk_device *D, VkCommandBuffer cmd, int module, uint32_t
   if (k >= VK_BATCH_DISPATCHES) return; /* a batch never holds more (vk_command.c) */
   P->module[f][k] = module;
   P->op[f][k] = op;
-  P->name[f][k] = name;
+  P->name[f][k] = name ? name : "dispatch"; /* (a module not found by name) */
   P->key[f][k] = em_prof_gpu_on ? em_prof_current() : 0;
   D->fn.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, P->pool[f], k + 1);
   P->used[f] = k + 1;
 }
+
+bool em_vk_profile_timing(const vk_device *D) { return D->profile->timed[D->current]; }
 
 void em_vk_profile_submit(vk_device *D, int frame) {
   if (D->profile && D->profile->timed[frame]) D->profile->submit_ns[frame] = em_prof_now();
