@@ -15,7 +15,10 @@ local SORT_KEYS = { 'self_cpu_time_total', 'cpu_time_total', 'cpu_time', 'self_v
   'vulkan_time_total', 'vulkan_time', 'self_cpu_memory_usage', 'cpu_memory_usage', 'count' }
 
 local Averages = {}
-Averages.__index = Averages
+Averages.__index = function(a, k)
+  if type(k) == 'number' then return rawget(a, 'rows')[k] end -- averages[1] is the first row
+  return Averages[k]
+end
 
 function M.compute(events, opts, vulkan)
   local by_key, rows = {}, {}
@@ -66,9 +69,6 @@ function M.compute(events, opts, vulkan)
     memory = false, by_shape = opts.group_by_input_shape, by_stack = opts.group_by_stack_n },
     Averages)
 end
-
--- The rows as a list (each a table, as above).
-function Averages:__len() return #self.rows end
 
 -- ---- printing --------------------------------------------------------------------------------
 
