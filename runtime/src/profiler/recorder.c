@@ -110,7 +110,7 @@ static const char *shapes_of(int n, const em_tensor *const *ins) {
     len = put_str(buf, len, cap, "] ");
     len = put_str(buf, len, cap, em_dtype_name((em_dtype)x->dtype_id));
   }
-  return em_prof_intern(buf);
+  return len ? em_prof_intern(buf) : NULL; /* (no tensor inputs: a read or write) */
 }
 
 uint64_t em_prof_begin(int kind, const char *name, int copy, int device, int n,
