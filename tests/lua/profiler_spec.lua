@@ -276,6 +276,8 @@ describe('ember.profiler on Vulkan', function()
         assert.are.equal('op', ev[e.op].kind)
         kernels_of[e.op] = (kernels_of[e.op] or 0) + 1
         assert.is_true(e.duration >= 0)
+        -- on the host's clock: no kernel runs before the op that recorded it
+        assert.is_true(e.start >= ev[e.op].start, e.name .. ' starts before its op')
       end
     end
     assert.are.equal(2 * total(ops_per_step(V, true)), nkernels)
@@ -304,6 +306,17 @@ describe('ember.profiler on Vulkan', function()
     for _, e in ipairs(p:events()) do
       if e.kind == 'kernel' then sum, n = sum + e.duration, n + 1 end
     end
+    -- a read waits for the work before it: on the host's clock the GPU's last kernel ends
+    -- before the read returns
+    local q = profiler.profile({ activities = { 'cpu', 'vulkan' } }, function()
+      local _ = c:sum():item()
+    end)
+    local read_end, gpu_end = nil, 0
+    for _, e in ipairs(q:events()) do
+      if e.name == 'copy_to_host' and e.kind == 'op' then read_end = e.start + e.duration end
+      if e.kind == 'kernel' then gpu_end = math.max(gpu_end, e.start + e.duration) end
+    end
+    assert.is_true(gpu_end > 0 and gpu_end <= read_end, gpu_end .. ' > ' .. tostring(read_end))
     assert.are.equal(4, n)
     assert.is_true(sum > 0)
     -- the intervals tile the queue's busy time: never more than the wall clock, and with

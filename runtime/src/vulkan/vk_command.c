@@ -109,6 +109,7 @@ int em_vk_submit(vk_device *D) {
   vk_frame *f = &D->frames[D->current];
   if (!f->recording) return 0;
   f->recording = false;
+  em_vk_profile_submit(D, D->current); /* before: the GPU cannot start before this time */
   em_vk_flag_before_submit(D, f->cmd);
   VkResult r = D->fn.vkEndCommandBuffer(f->cmd);
   if (r == VK_SUCCESS) {
@@ -121,7 +122,6 @@ int em_vk_submit(vk_device *D) {
   }
   if (r != VK_SUCCESS) return em_error("%s: submitting work failed (%s)", D->name, em_vk_result_name(r));
   f->pending = true;
-  em_vk_profile_submit(D, D->current);
   f->serial = D->next_serial++;
   D->current = (D->current + 1) % VK_FRAMES;
   return 0;
