@@ -803,6 +803,10 @@ EM_API int64_t em_profiler_event_count(void);
 EM_API int em_profiler_event_get(int64_t i, em_profiler_event *out);
 /* Events lost to full buffers in the last profile. */
 EM_API int64_t em_profiler_dropped(void);
+/* Writes the last profile as Chrome trace JSON (Perfetto, chrome://tracing): a host track per
+ * thread, a track per GPU, flow arrows from ops to their kernels (docs/api/profiler.md).
+ * Written atomically; -1 with an error naming path when it cannot be. */
+EM_API int em_profiler_export_chrome_trace(const char *path);
 
 /* EMBER_FFI_END */
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -35,6 +36,35 @@ static int count(const char *name) {
   for (int64_t i = 0; i < em_profiler_event_count(); i++)
     if (strcmp(get(i).name, name) == 0) c++;
   return c;
+}
+
+/* The trace of the last profile: JSON (Python's reader, when there is one) with complete
+ * events, and flow arrows when GPU kernels were recorded. */
+static void check_trace(int with_kernels) {
+  char path[] = "/tmp/ember_trace_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  close(fd);
+  CHECK(em_profiler_export_chrome_trace(path) == 0);
+  FILE *f = fopen(path, "rb");
+  static char text[1 << 16];
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[n] = '\0';
+  const char *head = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  CHECK(strncmp(text, head, strlen(head)) == 0);
+  CHECK(strstr(text, "\"ph\":\"X\"") != NULL && strstr(text, "\"ph\":\"M\"") != NULL);
+  CHECK((strstr(text, "\"ph\":\"s\"") != NULL) == with_kernels);
+  if (access("/usr/bin/python3", X_OK) == 0) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s",
+             path);
+    CHECK(system(cmd) == 0);
+  }
+  unlink(path);
+  CHECK_ERROR(em_profiler_export_chrome_trace("/nonexistent-dir/t.json"),
+              "em_profiler_export_chrome_trace: cannot");
 }
 
 static void test_errors(void) {
@@ -67,6 +97,7 @@ static void test_ops_ranges_shapes_bytes(void) {
   em_tensor *after = em_unary(EM_RELU, y); /* not recorded */
   CHECK(em_profiler_event_count() == 3);
   em_profiler_event add = get(0), range = get(1), relu = get(2);
+  check_trace(0);
   CHECK(strcmp(add.name, "add") == 0 && add.kind == EM_PROFILER_OP && add.depth == 0);
   CHECK(add.parent == -1 && add.device == 0 && add.thread == 0);
   CHECK(add.shapes && strcmp(add.shapes, "[2,3] float32, [2,3] float32") == 0);
@@ -198,6 +229,7 @@ static void test_vulkan(void) {
     }
   }
   CHECK(kernels == 5); /* one dispatch per op */
+  check_trace(1);
   CHECK(gpu_sum > 0 && gpu_sum <= wall);
   em_release(y);
   em_release(x);

@@ -220,9 +220,12 @@ describe('ember.profiler', function()
     local p = profiler.profile({ activities = { 'cpu', 'vulkan' }, record_shapes = true },
       function() step(m, x) end)
     per_step(p:events(), 1, 'op', ops_per_step(V or 'cpu', false))
-    local path = os.tmpname()
+    local path, cpath = os.tmpname(), os.tmpname()
     assert.are.equal(path, p:export_chrome_trace(path))
-    local py = io.popen(([[/usr/bin/python3 -c '
+    -- the runtime's writer, for C programs, on the same (last) profile
+    assert.are.equal(0, require('ember.core').C.em_profiler_export_chrome_trace(cpath))
+    local function summary(file)
+      local py = io.popen(([[/usr/bin/python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 ev = d["traceEvents"]
@@ -234,10 +237,14 @@ starts = sorted(e["id"] for e in ev if e["ph"] == "s")
 ends = sorted(e["id"] for e in ev if e["ph"] == "f")
 assert starts == ends
 print(" ".join(phases), len(x), len(starts), " ".join(meta))
-' %q]]):format(path))
-    local out = py:read('*a')
-    py:close()
-    os.remove(path)
+' %q]]):format(file))
+      local s = py:read('*a')
+      py:close()
+      os.remove(file)
+      return s
+    end
+    local out = summary(path)
+    assert.are.equal(out, summary(cpath))
     local cpu_meta = 'process_name process_sort_index thread_name'
     if V then
       -- the first step's ops, each one dispatch: a kernel and an arrow each

@@ -10,6 +10,10 @@
 --     start, 'f' (binding point 'e', the enclosing slice) on the kernel's track at its start;
 --   - 'M' metadata events name the processes and threads and order them.
 -- Times are microseconds from the trace's first event. The file is written atomically.
+-- The runtime has the same writer for C programs (em_profiler_export_chrome_trace,
+-- runtime/src/profiler/trace_json.c), but it writes the runtime's last profile; a Lua profile
+-- keeps its own trace (a schedule's later warm-up steps replace the runtime's), so it writes
+-- that. tests/lua/profiler_spec.lua checks that the two agree.
 local M = {}
 
 local HOST_PID = 1
