@@ -259,9 +259,9 @@ end
 -- Starts recording (the form without a function: prof:start() ... prof:stop()).
 function Profile:start()
   if self._started then error('profiler: this profile has already been started', 2) end
-  self._started = true
   local now, cycle = phase(self._schedule, self._step)
-  enter(self, 'none', -2, now, cycle)
+  enter(self, 'none', -2, now, cycle) -- (raises while another profile records)
+  self._started = true
   return self
 end
 

@@ -84,6 +84,11 @@ describe('ember.profiler', function()
       :find('unknown option group_by_shape', 1, true))
     assert.truthy(msg(function() p:export_chrom_trace('x') end)
       :find("no method export_chrom_trace (did you mean 'export_chrome_trace'?)", 1, true))
+    -- one profile records at a time
+    local outer = profiler.profile({ activities = { 'cpu' } }):start()
+    assert.truthy(msg(function() profiler.profile({}, function() end) end)
+      :find('profiler: another profile is already recording', 1, true))
+    outer:stop()
     -- an error inside the profiled function is the one raised, and the profiler stops
     assert.truthy(msg(function() profiler.profile({}, function() error('boom') end) end):find('boom'))
     assert.is_false(profiler.is_recording())
