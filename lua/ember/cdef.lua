@@ -721,7 +721,7 @@ em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond)
 typedef struct em_profiler_options {
   int record_shapes;   /* input shapes and dtypes of each op */
   int profile_memory;  /* bytes allocated and freed while each event ran */
-  int gpu;             /* Vulkan timestamps around each dispatch */
+  int gpu;             /* Vulkan timestamps after each dispatch (no added barrier) */
 } em_profiler_options;
 
 typedef enum em_profiler_kind {
