@@ -112,6 +112,9 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
  * honoured; "cm2" implies the KHR extension): 2 KHR, 1 NV, 0 none. The fused attention's
  * tensor-core kernel asks (vk_attention_coop.c). */
 int em_vk_coop_subgroup_flavor(const vk_device *D);
+/* The tensor-core kernel float16 products take on D now ("cm2", "khr", "nv"), or NULL
+ * (vk_plan.c reports it). */
+const char *em_vk_coop_flavor_name(const vk_device *D);
 /* For em_vk_info: what the device reports about cooperative matrices (shapes, types, scopes,
  * the coopmat2 features) and which kernel Ember uses, as one line. */
 void em_vk_coop_describe(const vk_device *D, char *buf, size_t n);
