@@ -30,11 +30,17 @@ void em_vk_plan(void *ctx, em_device_plan *out) {
                                    : flavor ? "im2col+coopmat" : "im2col+tiled");
   em_plan_add(out, "conv.bfloat16", !em_vk_conv_half(D->id, EM_BFLOAT16) ? "via-float32"
                                     : bf16_coop ? "im2col+coopmat" : "im2col+tiled");
-  const char *attn_off = getenv("EMBER_VK_ATTENTION_COOP");
+  /* the fused attention: coopmat2 forward and backward (vk_attention_cm2.c), else the
+   * subgroup-scope float16 forward (vk_attention_coop.c), else the plain kernels */
+  const char *cm2_off = getenv("EMBER_VK_ATTENTION_CM2"), *coop_off = getenv("EMBER_VK_ATTENTION_COOP");
+  bool cm2_on = D->started && !(cm2_off && strcmp(cm2_off, "0") == 0);
   bool attn_coop = D->started && em_vk_coop_subgroup_flavor(D) != 0 &&
-                   !(attn_off && strcmp(attn_off, "0") == 0);
-  em_plan_add(out, "attention.float16", attn_coop ? "flash-coopmat" : "flash");
-  em_plan_add(out, "attention.bfloat16", "flash");
+                   !(coop_off && strcmp(coop_off, "0") == 0);
+  em_plan_add(out, "attention.float16", cm2_on && em_vk_coop_cm2_for(D, EM_FLOAT16) ? "flash-cm2"
+                                        : attn_coop ? "flash-coopmat-forward"
+                                                    : "flash");
+  em_plan_add(out, "attention.bfloat16",
+              cm2_on && em_vk_coop_cm2_for(D, EM_BFLOAT16) ? "flash-cm2" : "flash");
   /* vk_pipeline.c: GPUs specialize every pipeline, CPU-type drivers only hot or large ones */
   const char *spec = getenv("EMBER_VK_SPECIALIZE");
   bool never = spec && strcmp(spec, "0") == 0, always = spec && strcmp(spec, "1") == 0;
