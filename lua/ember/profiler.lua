@@ -222,6 +222,11 @@ local function stop_recording(p, keep)
     if t0 == nil or ev.start_ns < t0 then t0 = ev.start_ns end
   end
   p._events = read_events(t0 or 0)
+  local dropped = tonumber(C.em_profiler_dropped())
+  if dropped > 0 then
+    io.stderr:write(('ember.profiler: %d events were dropped (the buffers are full); profile '
+      .. 'fewer steps\n'):format(dropped))
+  end
 end
 
 local function trace_ready(p)
