@@ -745,8 +745,11 @@ typedef struct em_profiler_event {
   int64_t op;             /* kernels: index of the event that recorded the dispatch, or -1 */
   int64_t start_ns, end_ns;
   int64_t self_ns;        /* end - start less the children's time */
-  int64_t alloc_bytes, free_bytes;            /* while it ran, children included */
+  int64_t alloc_bytes, free_bytes;            /* host (cpu) memory while it ran, children
+                                               * included */
   int64_t self_alloc_bytes, self_free_bytes;  /* its own */
+  int64_t device_alloc_bytes, device_free_bytes;            /* the same for other devices' */
+  int64_t self_device_alloc_bytes, self_device_free_bytes;  /* memory (vulkan:0 ...) */
   int64_t gpu_ns;         /* GPU time of the kernels it and its children recorded */
   int64_t self_gpu_ns;    /* of the kernels it recorded itself; kernels: end - start */
 } em_profiler_event;

@@ -94,6 +94,9 @@ local function read_events(t0)
       self = tonumber(ev.self_ns) / 1e3,
       alloc = tonumber(ev.alloc_bytes), freed = tonumber(ev.free_bytes),
       self_alloc = tonumber(ev.self_alloc_bytes), self_freed = tonumber(ev.self_free_bytes),
+      device_alloc = tonumber(ev.device_alloc_bytes), device_freed = tonumber(ev.device_free_bytes),
+      self_device_alloc = tonumber(ev.self_device_alloc_bytes),
+      self_device_freed = tonumber(ev.self_device_free_bytes),
       gpu = tonumber(ev.gpu_ns) / 1e3, self_gpu = tonumber(ev.self_gpu_ns) / 1e3,
     }
   end
@@ -280,8 +283,9 @@ function Profile:stop()
 end
 
 -- The events of the last trace: rows {name=, kind='op'|'range'|'kernel', start=, duration=,
--- self=, shapes=, site=, device=, thread=, parent=, op=, alloc=, freed=, gpu=, self_gpu=}, times
--- in microseconds from the trace's start.
+-- self=, shapes=, site=, device=, thread=, parent=, op=, alloc=, freed=, device_alloc=,
+-- device_freed= (and self_ forms), gpu=, self_gpu=}, times in microseconds from the trace's
+-- start, bytes of host memory and of other devices' memory.
 function Profile:events()
   if self._events == nil then
     error('profiler: no trace yet (it is ready once the profile stops, or an active stretch '

@@ -139,7 +139,7 @@ static void test_ops_ranges_shapes_bytes(void) {
   /* self time: the range's total less its child's */
   CHECK(range.self_ns == (range.end_ns - range.start_ns) - (relu.end_ns - relu.start_ns));
   CHECK(range.alloc_bytes == range.self_alloc_bytes + relu.alloc_bytes);
-  CHECK(add.gpu_ns == 0 && add.op == -1);
+  CHECK(add.gpu_ns == 0 && add.op == -1 && add.device_alloc_bytes == 0);
   em_release(after);
   em_release(z);
   em_release(y);
@@ -231,7 +231,7 @@ static void test_vulkan(void) {
   em_tensor *warm = em_binary(EM_ADD, x, x);                       /* pipelines built */
   em_release(warm);
   em_synchronize(dev);
-  em_profiler_options o = {.gpu = 1};
+  em_profiler_options o = {.gpu = 1, .profile_memory = 1};
   int64_t t0 = now_ns();
   CHECK(em_profiler_start(&o) == 0);
   em_tensor *y = em_binary(EM_ADD, x, x);
@@ -254,6 +254,8 @@ static void test_vulkan(void) {
     if (e.op >= 0) {
       em_profiler_event op = get(e.op);
       CHECK(strcmp(op.name, "add") == 0 || strcmp(op.name, "mul") == 0);
+      /* its output, in the device's memory, not the host's */
+      CHECK(op.self_device_alloc_bytes == 64 * 64 * 4 && op.self_alloc_bytes == 0);
       CHECK(op.self_gpu_ns >= e.end_ns - e.start_ns);
     }
   }

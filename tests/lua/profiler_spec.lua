@@ -273,9 +273,8 @@ describe('ember.profiler on Vulkan', function()
   it('charges one kernel to each op of a step, on the device track', function()
     local m, x = tiny_model(V)
     step(m, x) -- pipelines built before the profile
-    local p = profiler.profile({ activities = { 'cpu', 'vulkan' } }, function(prof)
-      step(m, x); prof:step(); step(m, x)
-    end)
+    local p = profiler.profile({ activities = { 'cpu', 'vulkan' }, profile_memory = true },
+      function(prof) step(m, x); prof:step(); step(m, x) end)
     local ev = p:events()
     per_step(ev, 2, 'op', ops_per_step(V, true))
     local kernels_of = {}
@@ -296,9 +295,15 @@ describe('ember.profiler on Vulkan', function()
     for i, e in ipairs(ev) do
       if e.kind == 'op' then assert.are.equal(1, kernels_of[i], e.name) end
     end
-    local row
-    for _, r in ipairs(p:key_averages().rows) do if r.key == 'gemm' then row = r end end
+    local row, relu
+    for _, r in ipairs(p:key_averages().rows) do
+      if r.key == 'gemm' then row = r end
+      if r.key == 'relu' then relu = r end
+    end
     assert.is_true(row.self_vulkan_time_total > 0)
+    -- each relu's output (5 x 2 float32) in the device's memory, none in the host's
+    assert.are.equal(2 * 40, relu.self_vulkan_memory_usage)
+    assert.are.equal(0, relu.self_cpu_memory_usage)
     assert.truthy(p:key_averages():table({ sort_by = 'self_vulkan_time_total' })
       :find('Self Vulkan time total', 1, true))
   end)

@@ -3,7 +3,8 @@
 --
 -- A row: key, count, and in microseconds self_cpu_time_total, cpu_time_total, cpu_time (the
 -- mean), self_vulkan_time_total, vulkan_time_total, vulkan_time; in bytes
--- self_cpu_memory_usage and cpu_memory_usage (allocated less freed, every device's memory);
+-- self_cpu_memory_usage and cpu_memory_usage (host memory allocated less freed), and
+-- self_vulkan_memory_usage and vulkan_memory_usage (the other devices' memory);
 -- input_shapes and stack when grouped by them. CPU rows are ops, ranges and backward nodes;
 -- kernel rows are GPU dispatches (their Vulkan time only). An event nested in another of the
 -- same name on its thread (a range around itself) counts once in cpu_time_total, as PyTorch.
@@ -12,7 +13,8 @@ local names = require 'ember.util.names'
 local M = {}
 
 local SORT_KEYS = { 'self_cpu_time_total', 'cpu_time_total', 'cpu_time', 'self_vulkan_time_total',
-  'vulkan_time_total', 'vulkan_time', 'self_cpu_memory_usage', 'cpu_memory_usage', 'count' }
+  'vulkan_time_total', 'vulkan_time', 'self_cpu_memory_usage', 'cpu_memory_usage',
+  'self_vulkan_memory_usage', 'vulkan_memory_usage', 'count' }
 
 local Averages = {}
 Averages.__index = function(a, k)
@@ -31,7 +33,8 @@ function M.compute(events, opts, vulkan)
     if r == nil then
       r = { key = e.name, count = 0, self_cpu_time_total = 0, cpu_time_total = 0,
         self_vulkan_time_total = 0, vulkan_time_total = 0, self_cpu_memory_usage = 0,
-        cpu_memory_usage = 0, is_kernel = e.kind == 'kernel',
+        cpu_memory_usage = 0, self_vulkan_memory_usage = 0, vulkan_memory_usage = 0,
+        is_kernel = e.kind == 'kernel',
         input_shapes = opts.group_by_input_shape and (e.shapes or '') or nil,
         stack = opts.group_by_stack_n and (e.site or '') or nil }
       by_key[key] = r
@@ -55,9 +58,12 @@ function M.compute(events, opts, vulkan)
         r.cpu_time_total = r.cpu_time_total + e.duration
         r.vulkan_time_total = r.vulkan_time_total + e.gpu
         r.cpu_memory_usage = r.cpu_memory_usage + e.alloc - e.freed
+        r.vulkan_memory_usage = r.vulkan_memory_usage + e.device_alloc - e.device_freed
       end
       r.self_vulkan_time_total = r.self_vulkan_time_total + e.self_gpu
       r.self_cpu_memory_usage = r.self_cpu_memory_usage + e.self_alloc - e.self_freed
+      r.self_vulkan_memory_usage = r.self_vulkan_memory_usage + e.self_device_alloc
+        - e.self_device_freed
     end
   end
   for _, r in ipairs(rows) do
@@ -111,20 +117,22 @@ function Averages:table(opts)
     if a[sort_by] ~= b[sort_by] then return a[sort_by] > b[sort_by] end
     return a.key < b.key
   end)
-  local memory = false
+  local memory, device_memory = false, false
   for _, r in ipairs(rows) do
     memory = memory or r.cpu_memory_usage ~= 0 or r.self_cpu_memory_usage ~= 0
+    device_memory = device_memory or r.vulkan_memory_usage ~= 0 or r.self_vulkan_memory_usage ~= 0
   end
   local name_w = 25
   for i = 1, math.min(limit, #rows) do name_w = math.max(name_w, #rows[i].key) end
   name_w = math.min(name_w, opts.max_name_column_width or 55)
   local cols = { { 'Name', name_w } }
-  local function col(title) cols[#cols + 1] = { title, 12 } end
+  local function col(title) cols[#cols + 1] = { title, math.max(12, #title) } end
   for _, t in ipairs({ 'Self CPU %', 'Self CPU', 'CPU total %', 'CPU total', 'CPU time avg' }) do col(t) end
   if self.vulkan then
     for _, t in ipairs({ 'Self Vulkan', 'Self Vulkan %', 'Vulkan total', 'Vulkan time avg' }) do col(t) end
   end
-  if memory then col('Mem'); col('Self Mem') end
+  if memory then col('CPU Mem'); col('Self CPU Mem') end
+  if device_memory then col('Vulkan Mem'); col('Self Vulkan Mem') end
   col('# of Calls')
   if self.by_shape then cols[#cols + 1] = { 'Input Shapes', 40 } end
   if self.by_stack then cols[#cols + 1] = { 'Source Location', 30 } end
@@ -175,6 +183,10 @@ function Averages:table(opts)
     if memory then
       cells[#cells + 1] = fmt_bytes(r.cpu_memory_usage)
       cells[#cells + 1] = fmt_bytes(r.self_cpu_memory_usage)
+    end
+    if device_memory then
+      cells[#cells + 1] = fmt_bytes(r.vulkan_memory_usage)
+      cells[#cells + 1] = fmt_bytes(r.self_vulkan_memory_usage)
     end
     cells[#cells + 1] = r.count
     if self.by_shape then cells[#cells + 1] = r.input_shapes ~= '' and '[' .. r.input_shapes .. ']' or '[]' end

@@ -66,6 +66,10 @@ function M.write(path, events)
       if e.alloc ~= 0 or e.freed ~= 0 then
         args[#args + 1] = ('"Bytes allocated":%d,"Bytes freed":%d'):format(e.alloc, e.freed)
       end
+      if e.device_alloc ~= 0 or e.device_freed ~= 0 then
+        args[#args + 1] = ('"Device bytes allocated":%d,"Device bytes freed":%d'):format(
+          e.device_alloc, e.device_freed)
+      end
       if e.gpu > 0 then args[#args + 1] = ('"Vulkan time us":%s'):format(num(e.gpu)) end
       emit(('{"ph":"X","cat":"%s","name":"%s","pid":%d,"tid":%d,"ts":%s,"dur":%s,"args":{%s}}')
         :format(e.kind == 'op' and 'cpu_op' or 'user_annotation', esc(e.name), HOST_PID,

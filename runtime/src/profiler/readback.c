@@ -40,8 +40,10 @@ static void fill_thread(em_profiler_event *out, const prof_thread *t, int64_t fi
       .name = e->name, .shapes = e->shapes, .site = e->site, .kind = e->kind,
       .device = e->kind == EM_PROF_RANGE ? -1 : e->device, .thread = t->tid, .depth = e->depth,
       .parent = e->parent < 0 ? -1 : first + e->parent, .op = -1, .start_ns = e->start,
-      .end_ns = end, .self_ns = end - e->start, .alloc_bytes = e->alloc,
-      .free_bytes = e->freed, .self_alloc_bytes = e->alloc, .self_free_bytes = e->freed,
+      .end_ns = end, .self_ns = end - e->start, .alloc_bytes = e->alloc[0],
+      .free_bytes = e->freed[0], .self_alloc_bytes = e->alloc[0], .self_free_bytes = e->freed[0],
+      .device_alloc_bytes = e->alloc[1], .device_free_bytes = e->freed[1],
+      .self_device_alloc_bytes = e->alloc[1], .self_device_free_bytes = e->freed[1],
     };
   }
 }
@@ -54,6 +56,8 @@ static void totals(em_profiler_event *r, int64_t first, int64_t n) {
     r[p].self_ns -= r[i].end_ns - r[i].start_ns;
     r[p].alloc_bytes += r[i].alloc_bytes;
     r[p].free_bytes += r[i].free_bytes;
+    r[p].device_alloc_bytes += r[i].device_alloc_bytes;
+    r[p].device_free_bytes += r[i].device_free_bytes;
     r[p].gpu_ns += r[i].gpu_ns;
   }
 }

@@ -53,7 +53,7 @@ static void fresh(prof_thread *t) {
   if (t->generation == em_prof.generation) return;
   t->n = 0;
   t->depth = 0;
-  t->pending = 0;
+  t->pending[0] = t->pending[1] = 0;
   t->generation = em_prof.generation;
 }
 
@@ -130,8 +130,10 @@ uint64_t em_prof_begin(int kind, const char *name, int copy, int device, int n,
   e->site = t->site;
   if (em_prof.options.record_shapes && n > 0) e->shapes = shapes_of(n, ins);
   if (kind == EM_PROF_OP) { /* what its definition allocated before calling the kernel */
-    e->alloc = t->pending;
-    t->pending = 0;
+    for (int m = 0; m < 2; m++) {
+      e->alloc[m] = t->pending[m];
+      t->pending[m] = 0;
+    }
   }
   uint32_t index = (uint32_t)t->n++;
   t->stack[t->depth++] = (int32_t)index;
@@ -147,9 +149,9 @@ void em_prof_end(uint64_t handle) {
   /* a stop and start in between (a profile restarted inside an op) leaves nothing to close */
   if (t == NULL || t->generation != em_prof.generation || index >= t->n || t->depth == 0) return;
   t->ev[index].end = now;
-  if (t->pending) { /* allocations after the last op, inside this event */
-    t->ev[t->stack[t->depth - 1]].alloc += t->pending;
-    t->pending = 0;
+  for (int m = 0; m < 2; m++) { /* allocations after the last op, inside this event */
+    t->ev[t->stack[t->depth - 1]].alloc[m] += t->pending[m];
+    t->pending[m] = 0;
   }
   /* close this event and anything left open above it (a range never popped) */
   while (t->depth > 0 && (uint32_t)t->stack[t->depth - 1] >= index) {
@@ -167,7 +169,8 @@ void em_prof_cancel(uint64_t handle) {
     em_prof_end(handle); /* something nested in it: keep it */
     return;
   }
-  t->pending += t->ev[index].alloc; /* its bytes wait for the op that does the work */
+  for (int m = 0; m < 2; m++) /* its bytes wait for the op that does the work */
+    t->pending[m] += t->ev[index].alloc[m];
   t->depth--;
   t->n--;
 }
@@ -183,17 +186,17 @@ uint64_t em_prof_current(void) {
  * of this thread, or for the end of the enclosing range. Frees go to the innermost open
  * event: they happen when the last reference goes. */
 void em_prof_memory(int device, int64_t nbytes) {
-  EM_UNUSED(device);
   if (!em_prof.options.profile_memory) return;
+  int m = device != EM_CPU;
   prof_thread *t = this_thread();
   if (t == NULL) return;
   fresh(t);
   prof_event *e = t->depth ? &t->ev[t->stack[t->depth - 1]] : NULL;
   if (nbytes >= 0) {
-    if (e != NULL && e->kind == EM_PROF_OP) e->alloc += nbytes;
-    else t->pending += nbytes;
+    if (e != NULL && e->kind == EM_PROF_OP) e->alloc[m] += nbytes;
+    else t->pending[m] += nbytes;
   } else if (e != NULL) {
-    e->freed -= nbytes;
+    e->freed[m] -= nbytes;
   }
 }
 

@@ -18,7 +18,8 @@ typedef struct prof_event {
   const char *shapes;  /* interned, or NULL */
   const char *site;    /* interned, or NULL */
   int64_t start, end;  /* end 0 while open */
-  int64_t alloc, freed; /* the event's own bytes (children's not included) */
+  int64_t alloc[2], freed[2]; /* its own bytes (children's not included): [0] the host's
+                               * memory (cpu), [1] the other devices' */
   int32_t parent;      /* index in the thread's buffer, -1 at the top */
   int32_t depth;
   int16_t kind, device;
@@ -32,7 +33,7 @@ typedef struct prof_thread {
   int tid;
   uint64_t generation;  /* the profile the buffer belongs to */
   const char *site;     /* the caller's file:line (em_profiler_set_site) */
-  int64_t pending;      /* bytes allocated outside any op since the last one began */
+  int64_t pending[2];   /* bytes allocated outside any op since the last one began */
   struct prof_thread *next;
 } prof_thread;
 

@@ -113,6 +113,13 @@ static int write_event(out *o, const em_profiler_event *e, int64_t i, int64_t t0
     if (put(o, o->buf) != 0) return -1;
     sep = ",";
   }
+  if (e->device_alloc_bytes || e->device_free_bytes) {
+    snprintf(o->buf, sizeof o->buf,
+             "%s\"Device bytes allocated\":%" PRId64 ",\"Device bytes freed\":%" PRId64, sep,
+             e->device_alloc_bytes, e->device_free_bytes);
+    if (put(o, o->buf) != 0) return -1;
+    sep = ",";
+  }
   if (e->gpu_ns) {
     snprintf(o->buf, sizeof o->buf, "%s\"Vulkan time us\":%.3f", sep, (double)e->gpu_ns / 1e3);
     if (put(o, o->buf) != 0) return -1;
