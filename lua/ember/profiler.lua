@@ -150,7 +150,7 @@ local function new_profile(opts)
   local set = {}
   for i, a in ipairs(acts) do
     if not ACTIVITIES[a] then
-      error(('profiler.profile: activities[%d]: unknown activity %s (expected cpu or vulkan%s)')
+      error(("profiler.profile: activities[%d]: unknown activity %s%s; expected 'cpu' or 'vulkan'")
         :format(i, tostring(a), names.hint(tostring(a), { 'cpu', 'vulkan' })), 3)
     end
     set[a] = true
