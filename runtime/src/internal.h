@@ -106,8 +106,13 @@ int em_check_same_device(const char *fn, int n, const em_tensor *const *ts);
 static inline bool em_is_wrapped(const em_tensor *t) {
   return (t->flags & EM_FLAG_WRAPPED_NUMBER) != 0;
 }
-/* Marks a write to t's storage (version counter for autograd). */
-static inline void em_bump_version(em_tensor *t) { t->storage->version++; }
+/* Marks a write to t's storage (version counter for autograd). Relaxed atomic load and store,
+ * not a locked add: plain moves on x86 for every in-place op. Two threads writing one storage
+ * at once race on its data anyway; even then the counter moves, which is what autograd checks. */
+static inline void em_bump_version(em_tensor *t) {
+  int64_t *v = &t->storage->version;
+  __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 /* Broadcasts shapes a and b into out (NumPy rules). */
 int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
