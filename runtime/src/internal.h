@@ -10,6 +10,7 @@
 #define EMBER_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -105,6 +106,17 @@ int em_check_device(const char *fn, int device);
 int em_check_same_device(const char *fn, int n, const em_tensor *const *ts);
 static inline bool em_is_wrapped(const em_tensor *t) {
   return (t->flags & EM_FLAG_WRAPPED_NUMBER) != 0;
+}
+/* *v = *t for a header on the caller's stack (a borrowed view), without reading t's refcount:
+ * another thread may be changing it (a shared weight), and a plain copy of the whole struct
+ * would read it non-atomically. v gets a count of 1 (it is never released). */
+static inline void em_header_copy(em_tensor *v, const em_tensor *t) {
+  memcpy(v, t, offsetof(em_tensor, refcount)); /* sizes, strides, offset, ndim, dtype, device */
+  v->refcount = 1;
+  v->flags = t->flags;
+  v->reserved = t->reserved;
+  v->storage = t->storage;
+  v->grad_meta = t->grad_meta;
 }
 /* Marks a write to t's storage (version counter for autograd). Relaxed atomic load and store,
  * not a locked add: plain moves on x86 for every in-place op. Two threads writing one storage

@@ -291,7 +291,8 @@ em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const 
   /* Wrap the caller's memory as a borrowed CPU tensor and let copy_ cast and upload. */
   em_storage borrowed = {1, EM_CPU, (void *)data, (size_t)n * em_dtypes[src_dtype].size, 0,
                          NULL};
-  em_tensor src = *t;
+  em_tensor src;
+  em_header_copy(&src, t);
   src.dtype_id = src_dtype;
   src.device_id = EM_CPU;
   src.storage = &borrowed;

@@ -243,7 +243,7 @@ static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor 
       rc = -1;
       break;
     }
-    views[q] = *t;
+    em_header_copy(&views[q], t);
     views[q].storage = owned[q]->storage;
     views[q].offset = owned[q]->offset;
     dev_ts[q] = &views[q];
