@@ -3,7 +3,8 @@
  *
  * - Training: THREADS threads each build their own graph for STEPS steps on shared leaf weights
  *   (requires_grad) and run em_backward; .grad must end as the sum of every thread's gradients,
- *   computed first on one thread. A hook on the shared weight counts its calls.
+ *   computed first on one thread. A hook on the shared weight counts its calls; another thread
+ *   meanwhile adds and removes hooks on it and reads its .grad.
  * - Forward only on the shared weights (the graphs are dropped without backward).
  * - One tensor retained, viewed and released from every thread at once.
  * - Grad mode, autocast and the error message are per thread (ordered by barriers, not time).
@@ -78,13 +79,41 @@ static void *train_thread(void *p) {
   return NULL;
 }
 
+static em_tensor *hook_keep(em_tensor *grad, void *userdata) {
+  (void)grad;
+  (void)userdata;
+  return NULL;
+}
+
+/* While the workers run, this thread adds and removes a hook on the shared weight and reads
+ * its .grad: both touch what the workers' backward passes read and write. */
+static atomic_int workers_left;
+static void *meddle_thread(void *p) {
+  (void)p;
+  while (atomic_load(&workers_left) > 0) {
+    int id = em_register_hook(weight, hook_keep, NULL);
+    if (id <= 0 || em_remove_hook(weight, id) != 0) atomic_fetch_add(&hook_calls, 1000000);
+    em_release(em_grad(weight));
+  }
+  return NULL;
+}
+
+static void *train_thread_counted(void *p) {
+  train_thread(p);
+  atomic_fetch_sub(&workers_left, 1);
+  return NULL;
+}
+
 static void run_workers(int n, int device, em_dtype dtype, int backward, int steps) {
-  pthread_t th[THREADS];
+  pthread_t th[THREADS], meddler;
   worker ws[THREADS];
+  atomic_store(&workers_left, n);
+  CHECK(pthread_create(&meddler, NULL, meddle_thread, NULL) == 0);
   for (int k = 0; k < n; k++) {
     ws[k] = (worker){.k = k, .device = device, .dtype = dtype, .backward = backward, .steps = steps};
-    CHECK(pthread_create(&th[k], NULL, train_thread, &ws[k]) == 0);
+    CHECK(pthread_create(&th[k], NULL, train_thread_counted, &ws[k]) == 0);
   }
+  pthread_join(meddler, NULL);
   for (int k = 0; k < n; k++) {
     pthread_join(th[k], NULL);
     if (ws[k].failures) fprintf(stderr, "thread %d: %s\n", k, ws[k].error);
