@@ -6,6 +6,7 @@
  *   computed first on one thread. A hook on the shared weight counts its calls; another thread
  *   meanwhile adds and removes hooks on it and reads its .grad.
  * - Forward only on the shared weights (the graphs are dropped without backward).
+ * - A custom function of two outputs (em_function_apply) on a shared leaf, from every thread.
  * - One tensor retained, viewed and released from every thread at once.
  * - Grad mode, autocast and the error message are per thread (ordered by barriers, not time).
  * - The same training on the Vulkan device when one is present (lavapipe in CI).
@@ -180,6 +181,59 @@ static void test_training(int device, em_dtype dtype, double tol) {
   for (int i = 0; i < 6; i++) em_release(all[i]);
 }
 
+/* ---- a custom function of two outputs on a shared leaf, from every thread ---- */
+
+/* y1 = 2x, y2 = 3x: dx = 2 g1 + 3 g2. Its output nodes park their gradients, tagged with the
+ * backward pass's id, which must be the pass of the thread that runs it. */
+static int two_backward(void *ctx, int n_out, em_tensor *const *go, int n_in, em_tensor **gi) {
+  (void)ctx;
+  if (n_out != 2 || n_in != 1 || go[0] == NULL || go[1] == NULL) {
+    em_set_error("two_backward: expected both output gradients");
+    return -1;
+  }
+  em_tensor *a = em_binary_scalar(EM_MUL, go[0], 2.0, 0);
+  em_tensor *b = em_binary_scalar(EM_MUL, go[1], 3.0, 0);
+  gi[0] = a && b ? em_binary(EM_ADD, a, b) : NULL;
+  em_release(a);
+  em_release(b);
+  return gi[0] ? 0 : -1;
+}
+
+static void *function_thread(void *p) {
+  em_tensor *x = p;
+  for (int s = 0; s < STEPS; s++) {
+    int previous = em_set_grad_enabled(0);
+    em_tensor *ys[2] = {em_binary_scalar(EM_MUL, x, 2.0, 0), em_binary_scalar(EM_MUL, x, 3.0, 0)};
+    em_set_grad_enabled(previous);
+    em_tensor *s1 = NULL, *s2 = NULL, *loss = NULL;
+    if (em_function_apply("Two", 1, &x, 2, ys, two_backward, NULL, NULL) == 0) {
+      s1 = em_reduce(EM_SUM, ys[0], 0, NULL, 0);
+      s2 = em_reduce(EM_SUM, ys[1], 0, NULL, 0);
+      loss = s1 && s2 ? em_binary(EM_ADD, s1, s2) : NULL;
+    }
+    if (loss == NULL || em_backward(loss, NULL, 0, 0) != 0) atomic_fetch_add(&hook_calls, 1);
+    em_tensor *all[] = {ys[0], ys[1], s1, s2, loss};
+    for (int i = 0; i < 5; i++) em_release(all[i]);
+  }
+  return NULL;
+}
+
+static void test_function_threads(void) {
+  int64_t n = 5;
+  em_tensor *x = em_ones(1, &n, EM_FLOAT64, CPU);
+  em_set_requires_grad(x, 1);
+  atomic_store(&hook_calls, 0); /* counts failures here */
+  pthread_t th[THREADS];
+  for (int k = 0; k < THREADS; k++) pthread_create(&th[k], NULL, function_thread, x);
+  for (int k = 0; k < THREADS; k++) pthread_join(th[k], NULL);
+  CHECK(atomic_load(&hook_calls) == 0);
+  em_tensor *g = em_grad(x);
+  CHECK(g != NULL);
+  for (int i = 0; g && i < n; i++) CHECK(((const double *)em_data_ptr(g))[i] == 5.0 * THREADS * STEPS);
+  em_release(g);
+  em_release(x);
+}
+
 /* ---- retain and release from every thread ---- */
 
 static em_tensor *shared_tensor;
@@ -277,6 +331,7 @@ int main(void) {
   test_retain_release();
   test_thread_state();
   test_training(CPU, EM_FLOAT64, 1e-9);
+  test_function_threads();
   /* Lavapipe compiles each pipeline for about a second: the generic ones are enough here. */
   setenv("EMBER_VK_SPECIALIZE", "0", 0);
   const char *spec = getenv("EMBER_TEST_VULKAN");
