@@ -13,6 +13,10 @@
  *    the last). Index tensors (gather, index_select, argmax results, ...) are int64 and 0-based;
  *    the Lua layer converts them to and from Torch7's 1-based convention.
  *  - Every tensor is reference counted: em_retain adds a reference, em_release drops one.
+ *  - Threads (docs/embedding.md, "Threads"): independent graphs may run on different threads,
+ *    sharing leaf tensors (gradient accumulation into a shared leaf is serialized); grad mode,
+ *    autocast and the last error are per thread; a Vulkan device serializes recording under
+ *    its lock. Writing a tensor while another thread uses it is the caller's race.
  */
 #ifndef EMBER_H
 #define EMBER_H
