@@ -30,7 +30,7 @@ golden:
 # The readers' libFuzzer targets, each for FUZZ_SECONDS (tests/fuzz/README.md).
 FUZZ_SECONDS ?= 60
 fuzz: build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.so
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.a
 
 bench:
 	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench
