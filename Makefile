@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test golden bench asan fuzz clean
+.PHONY: all deps build run gpt test golden bench asan fuzz install clean
 
 all: build
 
@@ -41,6 +41,12 @@ asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure
+
+# Installs the header, libember.so/.a, the `ember` program, the Lua package, the docs, ember.pc
+# and the CMake package under PREFIX (staged under DESTDIR if given): cmake/install.cmake.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) build-asan
