@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test golden bench asan fuzz install clean
+.PHONY: all deps build run gpt test golden bench asan fuzz install embed-example clean
 
 all: build
 
@@ -47,6 +47,11 @@ asan: deps
 PREFIX ?= /usr/local
 install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Builds each examples/embed/* program against a staged install of this build (with CMake and
+# with pkg-config, shared and static) and runs it: the ctest install tests (tests/install).
+embed-example: build
+	cd $(BUILD) && ctest -R '^install_(stage|examples)$$' --output-on-failure
 
 clean:
 	rm -rf $(BUILD) build-asan
