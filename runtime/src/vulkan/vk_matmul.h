@@ -112,6 +112,10 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
  * honoured; "cm2" implies the KHR extension): 2 KHR, 1 NV, 0 none. The fused attention's
  * tensor-core kernel asks (vk_attention_coop.c). */
 int em_vk_coop_subgroup_flavor(const vk_device *D);
+/* Whether the coopmat2 kernels run now for 16-bit operands of dtype on D (float16; bfloat16
+ * where its build and the device's bfloat16 matrices exist; EMBER_VK_COOPMAT honoured). The
+ * fused attention's coopmat2 kernels ask (vk_attention_cm2.c). */
+bool em_vk_coop_cm2_for(const vk_device *D, int dtype);
 /* For em_vk_info: what the device reports about cooperative matrices (shapes, types, scopes,
  * the coopmat2 features) and which kernel Ember uses, as one line. */
 void em_vk_coop_describe(const vk_device *D, char *buf, size_t n);

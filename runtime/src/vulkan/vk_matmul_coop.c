@@ -400,6 +400,11 @@ int em_vk_coop_subgroup_flavor(const vk_device *D) {
   return f == FLAVOR_CM2 || f == FLAVOR_KHR ? 2 : f == FLAVOR_NV ? 1 : 0;
 }
 
+bool em_vk_coop_cm2_for(const vk_device *D, int dtype) {
+  if (flavor_now(D) != FLAVOR_CM2) return false;
+  return dtype == EM_FLOAT16 || (dtype == EM_BFLOAT16 && (enabled_of[D->id] & BIT_CM2_BF16));
+}
+
 /* An operand viewed as rows x cols: its layout (column-major: rows contiguous) and the stride
  * of its other dimension; false when neither dimension is contiguous, or the lines overlap (a
  * stride shorter than a line: expanded views), or a stride does not fit (the tiled kernel's
