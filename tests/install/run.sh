@@ -14,6 +14,7 @@
 # nonzero exit fails the test. An optional <dir>/example.conf (shell assignments) changes the
 # defaults:
 #   PKG_MODULES="ember"   pkg-config modules of the pkg-config builds
+#   CFLAGS="-std=c11"     further compile flags of the pkg-config builds
 #   LIBS="-lm"            further link flags of the pkg-config builds
 #   STATIC=1              0: no fully static build (a dependency has no static library)
 # Builds use -Wall -Wextra -Werror, as the project does.
@@ -55,13 +56,12 @@ for dir in "$examples"/*/; do
   name=$(basename "$dir")
   out="$work/$name"
   mkdir -p "$out"
-  PKG_MODULES=ember LIBS=-lm STATIC=1
+  PKG_MODULES=ember CFLAGS=-std=c11 LIBS=-lm STATIC=1
   # shellcheck disable=SC1091
   [ -f "$dir/example.conf" ] && . "$dir/example.conf"
   sources=("$dir"/*.c)
-  flags=(-std=c11 -Wall -Wextra -Werror)
   # shellcheck disable=SC2206
-  flags+=($EMBER_TEST_CFLAGS)
+  flags=($CFLAGS -Wall -Wextra -Werror $EMBER_TEST_CFLAGS)
 
   log="$out/cmake.log"
   if cmake -S "$dir" -B "$out/cmake" -DCMAKE_C_COMPILER="$cc" \
