@@ -4,6 +4,7 @@
 #                  final prefix, as pkg-config files do; everything in it derives from it)
 #   CMAKE_PREFIX_PATH  where find_package(Ember) looks first
 #   EMBER_TEST_CFLAGS  extra compile and link flags of this build (the sanitizers), from ctest
+root=$(cd "$root" && pwd) # absolute: the programs' rpaths are made from it
 export PKG_CONFIG_PATH="$root/$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 PKG_CONFIG="pkg-config --define-variable=prefix=$root"
 export CMAKE_PREFIX_PATH="$root"
