@@ -11,7 +11,7 @@
 # default share/lua/5.1 of /usr/local) loads the library installed with it, not the build's.
 set -euo pipefail
 build=${1:?usage: stage.sh <build dir> <stage dir> <prefix> <libdir>}
-stage=${2:?stage dir}
+stage=$(realpath -m "${2:?stage dir}")
 prefix=${3:?prefix}
 libdir=${4:?libdir}
 root=$stage$prefix
