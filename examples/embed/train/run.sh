@@ -1,9 +1,19 @@
 #!/bin/sh
 # How tests/install/run.sh runs this example: run.sh <program>, in an empty folder. Trains,
 # saves spiral.safetensors, and checks the file's header with an independent reader (Python's
-# json) where Debian's python3 is there.
+# json) where Debian's python3 is there. Then a checkpoint that cannot be written must make
+# the program fail, naming the call and giving the runtime's message.
 set -eu
 "$1" spiral.safetensors
+if "$1" no-such-folder/spiral.safetensors >/dev/null 2>err.txt; then
+  echo "train: saving into a missing folder succeeded" >&2
+  exit 1
+fi
+grep -q '^train: safetensors_save: save: cannot write no-such-folder/spiral.safetensors' err.txt || {
+  echo "train: unexpected error report:" >&2
+  cat err.txt >&2
+  exit 1
+}
 [ -x /usr/bin/python3 ] || exit 0
 /usr/bin/python3 - <<'PY'
 import json, struct
