@@ -49,8 +49,8 @@ bool em_vk_kernel_supported(const vk_device *D, vk_kernel_id k) {
 
 /* ---- the on-disk pipeline cache ---------------------------------------------------------- */
 
-static void cache_path(vk_device *D) {
-  D->cache_path[0] = '\0';
+void em_vk_cache_file(const vk_device *D, char *buf, size_t n) {
+  buf[0] = '\0';
   const char *dir = getenv("EMBER_CACHE_DIR");
   char base[400];
   if (dir && dir[0]) {
@@ -65,9 +65,11 @@ static void cache_path(vk_device *D) {
   char uuid[2 * VK_UUID_SIZE + 1];
   for (unsigned i = 0; i < VK_UUID_SIZE; i++)
     snprintf(uuid + 2 * i, 3, "%02x", D->props.pipelineCacheUUID[i]);
-  snprintf(D->cache_path, sizeof D->cache_path, "%s/vulkan-%04x-%04x-%s.bin", base,
-           D->props.vendorID, D->props.deviceID, uuid);
+  snprintf(buf, n, "%s/vulkan-%04x-%04x-%s.bin", base, D->props.vendorID, D->props.deviceID,
+           uuid);
 }
+
+static void cache_path(vk_device *D) { em_vk_cache_file(D, D->cache_path, sizeof D->cache_path); }
 
 /* The cache file's contents when its header matches this device (the driver would reject
  * others anyway, but a truncated or foreign file must never reach it). */
