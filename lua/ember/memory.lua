@@ -59,4 +59,20 @@ end
 -- Releases the memory of tensors Lua no longer references (a full collection and a sweep).
 M.collect = core.collect
 
+-- Debugging: a report by size class, where live storages were made, and a leak check
+-- (lua/ember/memory/*.lua, runtime/src/memory/).
+local summary = require 'ember.memory.summary'
+local history = require 'ember.memory.history'
+M.census = summary.census
+M.summary = summary.summary
+M.record_history = history.record_history
+M.snapshot = history.snapshot
+M.by_site = history.by_site
+-- print_snapshot([snap or device], {limit=, traceback=}): prints a snapshot grouped by site.
+function M.print_snapshot(snap, opts)
+  if getmetatable(snap) == nil then snap = history.snapshot(snap) end
+  print(history.format(snap, opts))
+end
+M.leak_check = require('ember.memory.leak').leak_check
+
 return M
