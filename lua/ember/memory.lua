@@ -70,7 +70,7 @@ M.snapshot = history.snapshot
 M.by_site = history.by_site
 -- print_snapshot([snap or device], {limit=, traceback=}): prints a snapshot grouped by site.
 function M.print_snapshot(snap, opts)
-  if getmetatable(snap) == nil then snap = history.snapshot(snap) end
+  if type(snap) ~= 'table' then snap = history.snapshot(snap) end
   print(history.format(snap, opts))
 end
 M.leak_check = require('ember.memory.leak').leak_check

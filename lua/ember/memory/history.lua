@@ -39,13 +39,17 @@ end
 -- The site of the allocation now under way: walks the stack above the callback, builds a
 -- traceback like debug.traceback's and interns it; returns its id (1, 2, ...).
 local function capture(from)
-  local lines, site = {}, nil
+  local lines, site, op = {}, nil, nil
   local level = from
   while #lines < MAX_FRAMES do
     local info = debug.getinfo(level, 'Sln')
     if info == nil then break end
     local internal = info.what == 'C' or info.source:sub(1, #ember_prefix) == ember_prefix
     if site == nil and not internal then site = info.short_src .. ':' .. (info.currentline or 0) end
+    -- the runtime function that allocated, as Lua called it (C.em_conv2d -> conv2d)
+    if level == from and info.what == 'C' and info.name and info.name:match('^em_') then
+      op = info.name:sub(4)
+    end
     lines[#lines + 1] = frame_line(info)
     level = level + 1
   end
@@ -55,7 +59,7 @@ local function capture(from)
     S.n = S.n + 1
     id = S.n
     S.keys[key] = id
-    S.sites[id] = { site = site or '?', traceback = 'stack traceback:\n\t' .. key }
+    S.sites[id] = { site = site or '?', op = op, traceback = 'stack traceback:\n\t' .. key }
   end
   return id
 end
@@ -115,6 +119,7 @@ local function entry_of(b)
     shape = shape,
     device = core.device_name(b.device),
     site = site and site.site or nil,
+    op = site and site.op or nil,
     traceback = site and site.traceback or nil,
   }
 end
@@ -179,17 +184,21 @@ function M.snapshot(device)
   return snap
 end
 
--- by_site(list): groups entries by site, largest total first:
--- {site=, traceback=, bytes=, count=, entries={...}}. Entries without a site group under
--- '(unknown site)'.
+-- by_site(list): groups entries by site (the user's line) and the runtime function that
+-- allocated, largest total first: {site=, op=, traceback=, bytes=, count=, entries={...}},
+-- with the traceback of the group's largest entry. Entries without a site (made on another
+-- thread) group under '(unknown site)'.
 function M.by_site(list)
   local groups, order = {}, {}
-  for _, e in ipairs(list) do
-    local key = e.traceback or '(unknown site)'
+  local sorted = {}
+  for i, e in ipairs(list) do sorted[i] = e end
+  table.sort(sorted, by_bytes) -- each group's entries largest first
+  for _, e in ipairs(sorted) do
+    local key = (e.site or '(unknown site)') .. '\0' .. (e.op or '')
     local g = groups[key]
     if g == nil then
-      g = { site = e.site or '(unknown site)', traceback = e.traceback, bytes = 0, count = 0,
-            entries = {} }
+      g = { site = e.site or '(unknown site)', op = e.op, traceback = e.traceback, bytes = 0,
+            count = 0, entries = {} }
       groups[key] = g
       order[#order + 1] = g
     end
@@ -199,7 +208,8 @@ function M.by_site(list)
   end
   table.sort(order, function(a, b)
     if a.bytes ~= b.bytes then return a.bytes > b.bytes end
-    return a.site < b.site
+    if a.site ~= b.site then return a.site < b.site end
+    return (a.op or '') < (b.op or '')
   end)
   return order
 end
@@ -209,7 +219,7 @@ local function human(b)
   local units = { 'B', 'KiB', 'MiB', 'GiB', 'TiB' }
   local u = 1
   while math.abs(b) >= 1024 and u < #units do b, u = b / 1024, u + 1 end
-  if u == 1 then return ('%d B'):format(b) end
+  if u == 1 then return ('%.0f B'):format(b) end
   return ('%.1f %s'):format(b, units[u])
 end
 M.human = human
@@ -233,8 +243,8 @@ function M.format(snap, opts)
       break
     end
     local first = g.entries[1]
-    out[#out + 1] = ('%10s  %4d x  %s  (largest %s %s on %s)'):format(human(g.bytes), g.count,
-      g.site, first.dtype, shape_str(first.shape), first.device)
+    out[#out + 1] = ('%10s  %4d x  %s%s  (largest %s %s on %s)'):format(human(g.bytes), g.count,
+      g.site, g.op and (' ' .. g.op) or '', first.dtype, shape_str(first.shape), first.device)
     if opts.traceback and g.traceback then
       out[#out + 1] = '        ' .. g.traceback:gsub('\n', '\n        ')
     end

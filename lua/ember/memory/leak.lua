@@ -42,16 +42,17 @@ report_mt.__index = report_mt
 function report_mt.__tostring(r)
   local out = {}
   local head = r.ok and 'no leak' or 'leak'
-  out[1] = ('memory.leak_check: %s: live memory on %s grew by %s per iteration (%s storages per '
+  local per = r.storages_per_iteration
+  out[1] = ('memory.leak_check: %s: live memory on %s grew by %s per iteration (%s storage%s per '
     .. 'iteration) over %d iteration%s; tolerance %s per iteration'):format(head, r.device,
-    human(r.bytes_per_iteration), ('%g'):format(r.storages_per_iteration), r.iterations,
+    human(r.bytes_per_iteration), ('%g'):format(per), per == 1 and '' or 's', r.iterations,
     r.iterations == 1 and '' or 's', human(r.tolerance))
   if #r.sites > 0 then
-    out[#out + 1] = '  storages made during the check and still live, by site:'
+    out[#out + 1] = '  storages that outlived the run after the one that made them, by site:'
     for _, s in ipairs(r.sites) do
       local e = s.entries[1]
-      out[#out + 1] = ('  %10s  %4d x  %s  (%s %s on %s)'):format(human(s.bytes), s.count,
-        s.site, e.dtype, history.shape_str(e.shape), e.device)
+      out[#out + 1] = ('  %10s  %4d x  %s%s  (largest %s %s on %s)'):format(human(s.bytes),
+        s.count, s.site, s.op and (' ' .. s.op) or '', e.dtype, history.shape_str(e.shape), e.device)
     end
   end
   return table.concat(out, '\n')
@@ -91,10 +92,11 @@ function M.leak_check(fn, opts)
   core.collect()
   local base_blocks, base_bytes = live(ids)
   local was = history.record_history(true)
-  local first_id = tonumber(C.em_memory_history_next_id())
+  local starts = {} -- the first history id of each measured run
   local series = {}
   local ok, err = pcall(function()
     for i = 1, iterations do
+      starts[i] = tonumber(C.em_memory_history_next_id())
       fn(warmup + i)
       core.collect()
       local _, bytes = live(ids)
@@ -114,7 +116,15 @@ function M.leak_check(fn, opts)
   }, report_mt)
   report.ok = report.bytes_per_iteration <= tolerance and
     (tolerance > 0 or report.growth_storages <= 0)
-  local sites = history.by_site(history.entries(filter, first_id))
+  -- The suspects: storages that outlived the run after the one that made them. What the last
+  -- run made and still holds (the latest gradients, a returned loss) is the loop's working
+  -- set, which the next run would replace; with one run there is nothing to compare with.
+  local last = iterations > 1 and starts[iterations] or math.huge
+  local suspects = {}
+  for _, e in ipairs(history.entries(filter, starts[1])) do
+    if e.id < last then suspects[#suspects + 1] = e end
+  end
+  local sites = history.by_site(suspects)
   report.sites = {}
   for i = 1, math.min(top, #sites) do report.sites[i] = sites[i] end
   if opts.raise and not report.ok then error(tostring(report), 2) end
