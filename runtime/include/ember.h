@@ -123,12 +123,12 @@ EM_API int64_t em_alloc_live(void);
 
 /* ---- memory debugging (ember.memory.summary, snapshot, leak_check) --------------------------
  * The census: a device's live storages and its cache's free blocks, by size class. Class k
- * holds sizes in [2^(k-1), 2^k) bytes, class 0 empty storages. Live storages are counted on
+ * holds sizes in [2^k, 2^(k+1)) bytes; class 0 also holds empty storages. Live storages are counted on
  * every allocation (the sum of live_bytes is em_memory_stats.allocated); the cache is walked
  * when asked. On the CPU the cache holds freed blocks of 64 KiB and more (the sum of its
  * cached_bytes is reserved - allocated); on Vulkan it is the free ranges of the slabs, and
  * reserved - allocated also counts the rounding of live blocks to the device's alignment. */
-enum { EM_MEMORY_CLASSES = 48 };
+enum { EM_MEMORY_CLASSES = 64 };
 typedef struct em_memory_class {
   int64_t live_blocks, live_bytes;       /* storages alive now */
   int64_t cached_blocks, cached_bytes;   /* free blocks (ranges) the cache holds for reuse */

@@ -15,8 +15,8 @@ local stats_buf = ffi.new('em_memory_stats')
 -- census([device]) -> {device=, classes={...}, live_blocks=, live_bytes=, cached_blocks=,
 -- cached_bytes=, largest_free=, fragmentation=, segments=, segment_bytes=}. classes lists the
 -- non-empty size classes, smallest first: {min=, max=, live_blocks=, live_bytes=,
--- cached_blocks=, cached_bytes=}, sizes in [min, max) bytes (class 0: min = max = 0, empty
--- storages).
+-- cached_blocks=, cached_bytes=}, sizes in [min, max) bytes (the first class, [0, 2), also
+-- holds empty storages).
 function M.census(device)
   local id = core.device_id(device, 'memory.census')
   core.check(C.em_memory_census_get(id, census_buf))
@@ -30,7 +30,7 @@ function M.census(device)
   for k = 0, C.EM_MEMORY_CLASSES - 1 do
     local k_ = c.classes[k]
     local row = {
-      min = k == 0 and 0 or 2 ^ (k - 1), max = k == 0 and 0 or 2 ^ k,
+      min = k == 0 and 0 or 2 ^ k, max = 2 ^ (k + 1),
       live_blocks = tonumber(k_.live_blocks), live_bytes = tonumber(k_.live_bytes),
       cached_blocks = tonumber(k_.cached_blocks), cached_bytes = tonumber(k_.cached_bytes),
     }
@@ -47,7 +47,6 @@ function M.census(device)
 end
 
 local function class_label(row)
-  if row.max == 0 then return 'empty' end
   local function short(b)
     local s = human(b)
     return (s:gsub('%.0 ', ' '))
