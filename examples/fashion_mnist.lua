@@ -20,6 +20,7 @@ local options = {
   { 'checkpoint', 'fashion_mnist.ckpt', 'checkpoint written after every epoch ("" for none)' },
   { 'resume', nil, 'checkpoint to resume from', 'string' },
   { 'limit', 0, 'use only the first N training samples (0: all)' },
+  { 'plot', nil, 'write the loss and accuracy curves to this PNG file at the end', 'string' },
 }
 
 local opts, help = cli.parse(arg, options, 'usage: ember examples/fashion_mnist.lua [options] [key=value ...]')
@@ -99,13 +100,18 @@ local function evaluate()
   return correct / test_x:size(1)
 end
 
+-- The curves for --plot: the mean training loss of every `window` batches (50, fewer for a
+-- small --limit; x in epochs) and the test accuracy after each epoch.
+local curves = { loss_x = {}, loss = {}, epoch = {}, accuracy = {} }
+local window_size = math.min(50, math.max(1, math.floor(#loader / 10)))
+
 local accuracy
 for epoch = first_epoch, opts.epochs do
   model:train()
   loader:set_epoch(epoch)
   local bar = ember.progress(#loader, { desc = ('epoch %d/%d'):format(epoch, opts.epochs) })
   local t0, seen, loss_sum, batches = os.clock(), 0, 0, 0
-  local loss_total, shown
+  local loss_total, shown, window
   local wall0 = ember.clock and ember.clock() or os.time()
   for x, y in loader:iter() do
     x, y = x:to(device), y:to(device)
@@ -115,8 +121,14 @@ for epoch = first_epoch, opts.epochs do
     -- The losses add up on the device; reading one back waits for the device, so the bar
     -- shows it every 50 batches (a GPU runs ahead of the host meanwhile).
     loss_total = loss_total and loss_total + loss:detach() or loss:detach()
+    window = window and window + loss:detach() or loss:detach()
     batches, seen = batches + 1, seen + x:size(1)
     if batches % 50 == 0 then shown = loss:item() end
+    if batches % window_size == 0 then
+      curves.loss_x[#curves.loss_x + 1] = epoch - 1 + batches / #loader
+      curves.loss[#curves.loss + 1] = window:item() / window_size
+      window = nil
+    end
     bar:update(1, { loss = shown })
   end
   if loss_total then loss_sum = loss_total:item() end
@@ -124,6 +136,7 @@ for epoch = first_epoch, opts.epochs do
   local elapsed = (ember.clock and ember.clock() or os.time()) - wall0
   if elapsed <= 0 then elapsed = os.clock() - t0 end
   accuracy = evaluate()
+  curves.epoch[#curves.epoch + 1], curves.accuracy[#curves.accuracy + 1] = epoch, accuracy
   print(('epoch %d: train loss %.4f, test accuracy %.4f, %.0f samples/s'):format(epoch,
     loss_sum / math.max(batches, 1), accuracy, seen / elapsed))
   if opts.checkpoint ~= '' then
@@ -134,4 +147,15 @@ for epoch = first_epoch, opts.epochs do
 end
 
 if accuracy then print(('final test accuracy: %.4f'):format(accuracy)) end
+if opts.plot then
+  ember.plot.figure(opts.plot, {
+    { series = { { name = window_size == 1 and 'train loss (per batch)' or
+      ('train loss (mean of %d batches)'):format(window_size), x = curves.loss_x,
+      y = curves.loss } },
+      title = 'Fashion-MNIST ' .. opts.model .. ': training loss', xlabel = 'epoch', ylabel = 'cross-entropy' },
+    { series = { { name = 'test accuracy', x = curves.epoch, y = curves.accuracy } },
+      title = 'test accuracy', xlabel = 'epoch', ylabel = 'accuracy' },
+  })
+  print('curves written to ' .. opts.plot)
+end
 return accuracy

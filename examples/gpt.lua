@@ -44,6 +44,7 @@ local options = {
   { 'seed', 1337, 'random seed (weights, batches, dropout)' },
   { 'checkpoint', 'gpt.ckpt', 'checkpoint written at every evaluation ("" for none)' },
   { 'resume', nil, 'checkpoint to resume from (its model config is used)', 'string' },
+  { 'plot', nil, 'write the training and validation loss curves to this PNG file at the end', 'string' },
 }
 
 local opts, help = cli.parse(arg, options, 'usage: ember examples/gpt.lua [options] [key=value ...]')
@@ -227,6 +228,7 @@ local clip = opts.grad_clip > 0 and { clip = opts.grad_clip, params = params } o
 local wall0 = ember.clock()
 local interval_start, loss_total, interval_steps = wall0, nil, 0
 local val_loss
+local curves = { step = {}, train = {}, val = {} } -- for --plot: one point per evaluation
 local last = opts.stop > 0 and math.min(opts.stop, opts.steps) or opts.steps
 while step < last do
   step = step + 1
@@ -244,6 +246,8 @@ while step < last do
     local train_loss = loss_total:item() / interval_steps -- waits for the device
     local tokens_per_s = interval_steps * B * T / (ember.clock() - interval_start)
     val_loss = evaluate()
+    curves.step[#curves.step + 1] = step
+    curves.train[#curves.train + 1], curves.val[#curves.val + 1] = train_loss, val_loss
     print(('step %d/%d: train loss %.4f, val loss %.4f, lr %.2e, %.0f tokens/s, %.0f s'):format(step,
       opts.steps, train_loss, val_loss, lr, tokens_per_s, ember.clock() - wall0))
     if opts.sample_tokens > 0 and step < opts.steps then
@@ -258,5 +262,13 @@ if val_loss and step == opts.steps then print(('final validation loss: %.4f'):fo
 if opts.final_tokens > 0 and step == opts.steps then
   print('generated text:')
   print(sample(opts.final_tokens))
+end
+if opts.plot then
+  ember.plot.lines(opts.plot, {
+    { name = ('train (mean of %d steps)'):format(opts.eval_interval), x = curves.step, y = curves.train },
+    { name = 'validation', x = curves.step, y = curves.val },
+  }, { title = ('GPT on fortunes: %d layers, width %d'):format(config.n_layer, config.n_embd),
+       xlabel = 'step', ylabel = 'cross-entropy' })
+  print('loss curves written to ' .. opts.plot)
 end
 return val_loss

@@ -71,7 +71,9 @@ layout(local_size_x = NT) in;
 // A_MODE: bit 0 clear: chunks run along K (a is row-major), set: along M. Bit 1: vector loads.
 // B_MODE: bit 0 clear: chunks run along N (b is row-major), set: along K. Bit 1: vector loads.
 // FLAGS: bit 0: bfloat16 (H16); bit 1: out rows are whole aligned vec4s (F32) or 16-bit pairs
-// (H16), so the epilogue stores whole words. INT: bits 4-7: the dtype (em_dtype: 4 int8,
+// (H16), so the epilogue stores whole words; bit 3 (F32, H16): the added term is beta * c, c
+// read from binding 3 with its own strides (addmm, baddbmm, Linear's bias in one dispatch),
+// instead of beta * out. INT: bits 4-7: the dtype (em_dtype: 4 int8,
 // 5 uint8, 6 int16, 7 int32, 8 int64).
 // Each is ~0u in the generic pipeline, which reads them from the push constants instead (the
 // host specializes on GPUs; a CPU driver would spend more compiling the combinations than it
@@ -118,6 +120,15 @@ layout(std430, binding = 0) buffer O { T o[]; };
 layout(std430, binding = 1) readonly buffer A { T a[]; };
 layout(std430, binding = 2) readonly buffer B { T b[]; };
 #endif
+#define HAS_C ((FLAGS & 8u) != 0u)
+#ifdef IS_H16
+layout(std430, binding = 3) readonly buffer CW { uint cw[]; };
+#else
+layout(std430, binding = 3) readonly buffer C { T c_in[]; };
+#endif
+// The c index of this invocation's current 4-element run of a row (store_at sets it) and the
+// step between its elements.
+uint c_at = 0u, c_step = 0u;
 #ifdef IS_F32
 layout(std430, binding = 0) buffer O4 { vec4 o4[]; };
 layout(std430, binding = 1) readonly buffer A4 { vec4 a4[]; };
@@ -268,21 +279,27 @@ void store_b(uint buf, V4 v) {
 
 // out element (row, col) of this batch: alpha * acc + beta * out (out unread when beta == 0).
 #ifdef IS_H16
-float blend(float acc, uint e) {
+float ld_c(uint i) { return h16_to_float((cw[i >> 1] >> ((i & 1u) * 16u)) & 0xffffu); }
+// element e of out, the i-th of the current run
+float blend(float acc, uint e, uint i) {
   float v = p.alpha * acc;
-  if (p.beta != 0.0) v += p.beta * h16_to_float((ow[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu);
+  if (HAS_C) v += p.beta * ld_c(c_at + i * c_step);
+  else if (p.beta != 0.0) v += p.beta * h16_to_float((ow[e >> 1] >> ((e & 1u) * 16u)) & 0xffffu);
   return v;
 }
-void store_one(uint e, float acc) {
-  uint h = float_to_h16(blend(acc, e)), s = (e & 1u) * 16u;
+void store_one(uint e, float acc, uint i) {
+  uint h = float_to_h16(blend(acc, e, i)), s = (e & 1u) * 16u;
   // a neighbour in the same word may belong to another invocation
   atomicAnd(ow[e >> 1], ~(0xffffu << s));
   atomicOr(ow[e >> 1], h << s);
 }
-// A whole word w holding two elements of this invocation.
-void store_pair(uint w, float acc_lo, float acc_hi) {
+// A whole word w holding two elements of this invocation, the i-th and (i+1)-th of the run.
+void store_pair(uint w, float acc_lo, float acc_hi, uint i) {
   float lo = p.alpha * acc_lo, hi = p.alpha * acc_hi;
-  if (p.beta != 0.0) {
+  if (HAS_C) {
+    lo += p.beta * ld_c(c_at + i * c_step);
+    hi += p.beta * ld_c(c_at + (i + 1u) * c_step);
+  } else if (p.beta != 0.0) {
     uint old = ow[w];
     lo += p.beta * h16_to_float(old & 0xffffu);
     hi += p.beta * h16_to_float(old >> 16);
@@ -292,18 +309,22 @@ void store_pair(uint w, float acc_lo, float acc_hi) {
 // 4 elements of a row from column col (components named: no dynamic vector indexing)
 void store_row(uint e, uint col, V4 acc) {
   if ((FLAGS & 2u) != 0u && col + 3u < p.N) {  // e even: two whole words
-    store_pair(e >> 1, acc.x, acc.y);
-    store_pair((e >> 1) + 1u, acc.z, acc.w);
+    store_pair(e >> 1, acc.x, acc.y, 0u);
+    store_pair((e >> 1) + 1u, acc.z, acc.w, 2u);
     return;
   }
-  if (col < p.N) store_one(e, acc.x);
-  if (col + 1u < p.N) store_one(e + 1u, acc.y);
-  if (col + 2u < p.N) store_one(e + 2u, acc.z);
-  if (col + 3u < p.N) store_one(e + 3u, acc.w);
+  if (col < p.N) store_one(e, acc.x, 0u);
+  if (col + 1u < p.N) store_one(e + 1u, acc.y, 1u);
+  if (col + 2u < p.N) store_one(e + 2u, acc.z, 2u);
+  if (col + 3u < p.N) store_one(e + 3u, acc.w, 3u);
 }
 #else
-void store_elem(uint e, T acc) {
+void store_elem(uint e, T acc, uint i) {
   T v = p.alpha * acc;
+#if defined(IS_F32)
+  if (HAS_C) v += p.beta * c_in[c_at + i * c_step];
+  else
+#endif
   if (p.beta != T(0)) v += p.beta * ld_o(e);
   st_o(e, v);
 }
@@ -311,15 +332,18 @@ void store_row(uint e, uint col, V4 acc) {
 #ifdef IS_F32
   if ((FLAGS & 2u) != 0u && col + 3u < p.N) {
     vec4 v = p.alpha * acc;
-    if (p.beta != 0.0) v += p.beta * o4[e >> 2];
+    if (HAS_C)
+      v += p.beta * vec4(c_in[c_at], c_in[c_at + c_step], c_in[c_at + 2u * c_step],
+                         c_in[c_at + 3u * c_step]);
+    else if (p.beta != 0.0) v += p.beta * o4[e >> 2];
     o4[e >> 2] = v;
     return;
   }
 #endif
-  if (col < p.N) store_elem(e, acc.x);
-  if (col + 1u < p.N) store_elem(e + 1u, acc.y);
-  if (col + 2u < p.N) store_elem(e + 2u, acc.z);
-  if (col + 3u < p.N) store_elem(e + 3u, acc.w);
+  if (col < p.N) store_elem(e, acc.x, 0u);
+  if (col + 1u < p.N) store_elem(e + 1u, acc.y, 1u);
+  if (col + 2u < p.N) store_elem(e + 2u, acc.z, 2u);
+  if (col + 3u < p.N) store_elem(e + 3u, acc.w, 3u);
 }
 #endif
 
@@ -341,8 +365,11 @@ void store_row(uint e, uint col, V4 acc) {
 #define STORE(r) store_at(r, 0u, c##r##_0, row0, col0, obase, tx, ty);
 #endif
 
+// c's element offset of this batch's matrix (main sets it when HAS_C)
+uint c_zbase = 0u;
 void store_at(uint r, uint j, V4 acc, uint row0, uint col0, uint obase, uint tx, uint ty) {
   uint row = row0 + (ty + 16u * (r / 4u)) * 4u + r % 4u, col = col0 + (tx + 16u * j) * 4u;
+  if (HAS_C) c_at = c_zbase + row * uint(p.c_rs) + col * uint(p.c_cs);
   if (row < p.M && col < p.N) store_row(obase + row * p.N + col, col, acc);
 }
 
@@ -396,5 +423,9 @@ void main() {
   }
 
   uint obase = mm_o_base(z);
+  if (HAS_C) {
+    c_zbase = p.c_base + z * uint(p.c_sb);
+    c_step = uint(p.c_cs);
+  }
   ROWS(STORE)
 }

@@ -9,7 +9,8 @@
 // run in one dispatch. out is contiguous: its matrix z starts at o_base + z * o_sb.
 //
 // A kernel defines MM_SCALAR (the type of alpha and beta: float, double or uint64_t) before
-// including this file. 112 bytes (the C struct is checked to match).
+// including this file. 128 bytes (the C struct is checked to match); kernels without c get the
+// first 104 (float alpha, beta) or 112.
 #ifndef MM_SCALAR
 #define MM_SCALAR float
 #endif
@@ -29,6 +30,10 @@ layout(push_constant) uniform Params {
   uint ksplit;                  // matmul.comp: K per split (0: none); the split is z then
   uint pad_;
   MM_SCALAR alpha, beta;
+  // c of addmm/baddbmm (matmul.comp with FLAGS bit 3; the gemm_add slot): beta * c is read
+  // from binding 3 at c_base + z c_sb + row c_rs + col c_cs instead of from out.
+  layout(offset = 112) uint c_base;
+  int c_sb, c_rs, c_cs;
 } p;
 
 // The element offset of flat batch z's matrix in an operand with batch strides sb1, sb2.

@@ -37,6 +37,10 @@ layout(constant_id = 2) const uint BN = 256u;
 layout(constant_id = 3) const uint BK = 32u;
 const bool A_COL = (MODES & 1u) != 0u, B_COL = (MODES & 2u) != 0u, ALIGNED = (MODES & 4u) != 0u;
 const bool PREFETCH = (MODES & 8u) != 0u, OUT_F32 = (MODES & 64u) != 0u;
+// bit 7: the added term is beta * c, c read from binding 3 with its own strides (addmm,
+// baddbmm, Linear's bias in one dispatch) instead of beta * out; bit 8: c is bfloat16 (c is
+// read as 32-bit words and decoded here, so the bfloat16 rewrite of this module leaves it be)
+const bool HAS_C = (MODES & 128u) != 0u, C_BF16 = (MODES & 256u) != 0u;
 // slices per iteration of the interior loop: MODES bits 4-5 = 0, 1, 2, 3 give 8, 2, 4, 16
 // (more unrolling let the compiler overlap loads and products better on an H100: 8 beat 4, 2, 1)
 const uint UNROLL_SEL = (MODES >> 4) & 3u;
@@ -51,12 +55,15 @@ layout(push_constant) uniform Params {
   uint o_sb;
   uint m0, n0, batch0;
   float alpha, beta;
+  uint c_base;
+  int c_sb, c_rs, c_cs;
 } p;
 
 layout(std430, binding = 0) buffer O { float16_t data_o[]; };
 layout(std430, binding = 0) buffer OF { float data_of[]; };  // the same buffer, when OUT_F32
 layout(std430, binding = 1) readonly buffer A { float16_t data_a[]; };
 layout(std430, binding = 2) readonly buffer B { float16_t data_b[]; };
+layout(std430, binding = 3) readonly buffer CW { uint cw[]; };
 
 #define CLAMP gl_CooperativeMatrixClampModeConstantNV
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
@@ -79,6 +86,16 @@ layout(std430, binding = 2) readonly buffer B { float16_t data_b[]; };
     LOAD_AB(ma, mb, la, lb, k)                                                                \
     acc = coopMatMulAdd(ma, mb, acc);                                                         \
   }
+
+// acc's element (r, c) of the tile at (row0, col0) plus beta * c there (0 outside out).
+float add_c(const in uint r, const in uint c, const in float v, const in uint cbase,
+            const in uint row0, const in uint col0) {
+  uint row = row0 + r, col = col0 + c;
+  if (row >= p.M || col >= p.N) return v;
+  uint i = cbase + row * uint(p.c_rs) + col * uint(p.c_cs);
+  uint h = (cw[i >> 1] >> ((i & 1u) * 16u)) & 0xffffu;
+  return v + p.beta * (C_BF16 ? uintBitsToFloat(h << 16) : unpackHalf2x16(h).x);
+}
 
 void main() {
   uint z = gl_WorkGroupID.z + p.batch0;
@@ -144,6 +161,12 @@ void main() {
   lo = setTensorLayoutDimensionNV(lo, p.M, p.N);
   lo = setTensorLayoutStrideNV(lo, p.N, 1);
   acc = acc * p.alpha;
+  if (HAS_C) {
+    coopMatPerElementNV(acc, acc, add_c, p.c_base + z * uint(p.c_sb), row0, col0);
+    MAT_H h = MAT_H(acc);
+    coopMatStoreTensorNV(h, data_o, obase, sliceTensorLayoutNV(lo, row0, BM, col0, BN));
+    return;
+  }
   if (OUT_F32) {
     if (p.beta != 0.0) {
       MAT_C old;

@@ -114,4 +114,8 @@ ember.serialize = require 'ember.serialize'
 ember.save = ember.serialize.save
 ember.load = ember.serialize.load
 
+-- Pictures: PNG images of tensors (ember.image) and line plots (ember.plot).
+ember.image = require 'ember.image'
+ember.plot = require 'ember.plot'
+
 return ember

@@ -591,6 +591,10 @@ EM_API em_tensor *em_read_idx(const char *path);
 EM_API em_tensor *em_read_npy(const char *path);
 /* NPY 1.0 (2.0 for huge headers), little-endian; every dtype but bfloat16. */
 EM_API int em_write_npy(const char *path, const em_tensor *t);
+/* PNG (runtime/src/io/png.c): a uint8 image [H, W] (gray) or [H, W, C] with C = 1 (gray), 2 (gray
+ * and alpha), 3 (RGB) or 4 (RGBA), any layout and device, as an 8-bit PNG file. The caller keeps
+ * t. Converting other dtypes and [C, H, W] layouts is ember.image.save_png's work. */
+EM_API int em_write_png(const char *path, const em_tensor *t);
 /* A numeric CSV into a [rows, columns] tensor of dtype (floating or integer). delimiter ' '
  * splits on runs of blanks. skip_header != 0 drops the first non-blank line. */
 EM_API em_tensor *em_read_csv(const char *path, char delimiter, int skip_header, em_dtype dtype);

@@ -153,6 +153,12 @@ struct em_backend {
    * (attention's [B, H, T, hd] views), so a kernel puts the whole batch in one dispatch or one
    * parallel loop. em_gemm_batches / em_gemm_batch_offset below read the batch geometry. */
   int (*gemm)(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha, double beta);
+  /* Optional: out = beta * c + alpha * a @ b in one kernel (addmm, baddbmm, Linear's bias),
+   * with 3-D operands [B, M, ..] and c a view of out's shape with any strides (0 where it
+   * broadcasts), never overlapping out; out is fresh. Returns 0 done, -1 error, 1 not taken
+   * (the definition then copies c into out and calls gemm with beta). */
+  int (*gemm_add)(em_tensor *out, const em_tensor *a, const em_tensor *b, const em_tensor *c,
+                  double alpha, double beta);
 
   /* ---- indexing (index tensors are int64, 0-based, bounds-checked unless check_index) ---- */
   /* Optional: checks on the device, without the host waiting for it, that every element of

@@ -21,7 +21,7 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(unary), SLOT(binary), OPTIONAL_SLOT(binary_contiguous), SLOT(where), SLOT(clamp),
     SLOT(lerp), SLOT(addc),
     SLOT(reduce), SLOT(moments), SLOT(norm), SLOT(arg_reduce), SLOT(scan), SLOT(softmax),
-    SLOT(gemm),
+    SLOT(gemm), OPTIONAL_SLOT(gemm_add),
     OPTIONAL_SLOT(check_index), SLOT(index_select), SLOT(gather), SLOT(scatter), SLOT(index_put), SLOT(nonzero), SLOT(sort),
     SLOT(conv2d), SLOT(conv2d_input_grad), SLOT(conv2d_weight_grad), OPTIONAL_SLOT(conv_half),
     SLOT(max_pool2d),

@@ -13,7 +13,8 @@
 --   ember attention <dtype> <path> T=<T> fwd|fwdbwd <ms> ms <TFLOP/s> TFLOP/s
 --   torch attention <dtype> T=<T> fwd|fwdbwd <ms> ms <TFLOP/s> TFLOP/s   (torch_attention.py)
 --   ratio <dtype> T=<T> fwd|fwdbwd <ember/torch speed>
--- <path>: "coop" (the tensor-core forward where it runs: float16), "plain" (EMBER_VK_ATTENTION_COOP=0).
+-- <path>: "cm2" (the coopmat2 forward and backward where they run: float16, bfloat16), "coop"
+-- (EMBER_VK_ATTENTION_CM2=0: the subgroup-scope tensor-core forward, float16), "plain" (both off).
 local ffi = require 'ffi'
 pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
 local F = require('ember.nn').functional
@@ -29,6 +30,8 @@ print('tensor cores: ' .. tostring(info.tensor_cores))
 local function set_path(path)
   if path == 'plain' then ffi.C.setenv('EMBER_VK_ATTENTION_COOP', '0', 1)
   else ffi.C.unsetenv('EMBER_VK_ATTENTION_COOP') end
+  if path == 'cm2' then ffi.C.unsetenv('EMBER_VK_ATTENTION_CM2')
+  else ffi.C.setenv('EMBER_VK_ATTENTION_CM2', '0', 1) end
 end
 
 -- ---- correctness --------------------------------------------------------------------------
@@ -63,10 +66,10 @@ local function case(what, dt, B, Hq, Hkv, L, S, E, opts)
     what, dt, errs[1], errs[2], errs[3], errs[4]))
 end
 
-for _, path in ipairs({ 'coop', 'plain' }) do
+for _, path in ipairs({ 'cm2', 'coop', 'plain' }) do
   set_path(path)
   for _, dt in ipairs({ 'float16', 'bfloat16', 'float32' }) do
-    if path == 'coop' or dt == 'float16' then
+    if path == 'cm2' or dt == 'float16' then
       local p = path .. ' '
       case(p .. 'B2 H4 T200 D64', dt, 2, 4, 4, 200, 200, 64)
       case(p .. 'causal L130 S200 D64', dt, 1, 2, 2, 130, 200, 64, { is_causal = true })
@@ -74,10 +77,12 @@ for _, path in ipairs({ 'coop', 'plain' }) do
       case(p .. 'bool mask D16', dt, 1, 2, 2, 70, 90, 16, { attn_mask = ember.rand({ 70, 90 }):gt(0.3) })
       case(p .. 'dropout D64', dt, 1, 2, 2, 100, 120, 64, { dropout_p = 0.2 })
       case(p .. 'D40 (plain)', dt, 1, 2, 2, 65, 70, 40)
+      case(p .. 'causal D128 T300', dt, 1, 2, 2, 300, 300, 128, { is_causal = true })
+      case(p .. 'additive mask D64', dt, 2, 2, 2, 64, 128, 64, { attn_mask = ember.randn({ 2, 1, 64, 128 }) })
     end
   end
 end
-set_path('coop')
+set_path('cm2')
 print(('check: %d passed, %d failed'):format(passed, failed))
 if check_only then return end
 
@@ -106,7 +111,7 @@ for _, dt in ipairs({ 'float16', 'bfloat16', 'float32' }) do
     local q, k, v, g = mk(), mk(), mk(), mk()
     local flops = 4 * B * Hh * T * T * D * 0.5
     local reps = T >= 4096 and 5 or 10
-    local paths = dt == 'float16' and { 'coop', 'plain' } or { 'plain' }
+    local paths = dt == 'float16' and { 'cm2', 'coop', 'plain' } or dt == 'bfloat16' and { 'cm2', 'plain' } or { 'plain' }
     for _, path in ipairs(paths) do
       set_path(path)
       local tf = time(function() sdpa(q, k, v, { is_causal = true }) end, reps)
@@ -119,7 +124,7 @@ for _, dt in ipairs({ 'float16', 'bfloat16', 'float32' }) do
       print(('ember attention %s %s T=%d fwdbwd %.3f ms %.2f TFLOP/s'):format(dt, path, T, tb * 1e3, 3.5 * flops / tb / 1e12))
       if path == paths[1] then results[dt .. ' T=' .. T .. ' fwd'], results[dt .. ' T=' .. T .. ' fwdbwd'] = tf, tb end
     end
-    set_path('coop')
+    set_path('cm2')
   end
 end
 

@@ -134,8 +134,11 @@ describe('examples/gpt.lua', function()
 
   it('trains, samples, and resumes exactly from a checkpoint', function()
     local full = dir .. '/full.ckpt'
-    local out, code = run(common .. ' --checkpoint ' .. full)
+    local curves = dir .. '/curves.png'
+    local out, code = run(common .. ' --checkpoint ' .. full .. ' --plot ' .. curves)
     assert.are.equal(0, code, out)
+    local png = require('tests.lua.png_helpers').decode(curves) -- --plot: read back independently
+    assert.are.same({ 800, 500, 3 }, { png.width, png.height, png.channels })
     assert.is_truthy(out:find('fortunes: 43 files, %d+ characters'), out)
     assert.is_truthy(out:find('step 4/8: train loss %d%.%d+, val loss %d%.%d+, lr %S+, %d+ tokens/s'), out)
     assert.is_truthy(out:find('  sample: ', 1, true), out)

@@ -41,8 +41,13 @@ describe('examples/fashion_mnist.lua', function()
 
   it('trains, reports per epoch and resumes exactly from a checkpoint', function()
     local full = dir .. '/full.ckpt'
-    local out, code = run('examples/fashion_mnist.lua' .. common .. ' --epochs 2 --checkpoint ' .. full)
+    local curves = dir .. '/curves.png'
+    local out, code = run('examples/fashion_mnist.lua' .. common .. ' --epochs 2 --checkpoint ' .. full ..
+      ' --plot ' .. curves)
     assert.are.equal(0, code, out)
+    -- --plot: the loss and accuracy charts side by side, read back by an independent decoder
+    local png = require('tests.lua.png_helpers').decode(curves)
+    assert.are.same({ 1200, 450, 3 }, { png.width, png.height, png.channels })
     assert.is_truthy(out:find('epoch 1: train loss %d+%.%d+, test accuracy 0%.%d+, %d+ samples/s'), out)
     assert.is_truthy(out:find('epoch 2: train loss', 1, true), out)
     local acc = tonumber(out:match('final test accuracy: (%d+%.%d+)'))
@@ -120,8 +125,12 @@ describe('examples/fashion_mnist.lua', function()
 
   it('classifies test images by name with examples/predict.lua', function()
     local ckpt = dir .. '/full.ckpt'
-    local out, code = run('examples/predict.lua --checkpoint ' .. ckpt .. ' --count 5')
+    local grid = dir .. '/grid.png'
+    local out, code = run('examples/predict.lua --checkpoint ' .. ckpt .. ' --count 5 --grid ' .. grid)
     assert.are.equal(0, code, out)
+    -- --grid: five images three times their size, labels under them
+    local png = require('tests.lua.png_helpers').decode(grid)
+    assert.are.same({ 5 * 96 + 8, 114 + 8 }, { png.width, png.height })
     local lines = 0
     for line in out:gmatch('image%s+%d+: [^\n]+true: ') do lines = lines + 1; local _ = line end
     assert.are.equal(5, lines, out)

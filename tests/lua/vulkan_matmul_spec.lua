@@ -203,8 +203,9 @@ describe('vulkan matmul (' .. V .. ')', function()
       local o = { beta = 0.5, alpha = 2 }
       if dt == 'int32' then o = { beta = 2, alpha = -3 } end
       r, n = counted(function() return ember.baddbmm(on(c), vta, veb, o) end)
-      -- c is first copied (broadcast) into the result, one kernel; the product is one more
-      assert.are.equal(2, n, dt .. ' baddbmm: dispatches')
+      -- floating products read c in the kernel (the gemm_add slot); integers first copy c
+      -- (broadcast) into the result, one kernel, and the product is one more
+      assert.are.equal(dt == 'int32' and 2 or 1, n, dt .. ' baddbmm: dispatches')
       check(dt .. ' baddbmm', r, ember.baddbmm(c, ta, eb, o), 7)
       -- 4-D: a with transposed batch dims, b shared along the outer dim (stride 0)
       local a4, b4 = data(dt, { 4, 3, 65, 8 }), data(dt, { 1, 4, 8, 70 })
@@ -220,6 +221,55 @@ describe('vulkan matmul (' .. V .. ')', function()
         assert.are.equal(1, n, dt .. ' 4-D L: dispatches')
         check(dt .. ' 4-D L', r, g(a5, b5), 12)
       end)
+    end
+  end)
+
+  it('adds c with its own strides in the product kernel: addmm, baddbmm, Linear', function()
+    for _, dt in ipairs({ 'float32', 'float16', 'bfloat16' }) do
+      local a, b = data(dt, { 70, 33 }), data(dt, { 33, 130 })
+      local cs = {
+        bias = data(dt, { 130 }),                           -- a row broadcast over rows
+        column = data(dt, { 70, 1 }),                       -- a column broadcast over columns
+        full = data(dt, { 70, 130 }),
+        transposed = data(dt, { 130, 70 }):t(),
+        one = data(dt, { 1 }),
+      }
+      for name, c in pairs(cs) do
+        for _, o in ipairs({ { beta = 1, alpha = 1 }, { beta = -0.5, alpha = 2 } }) do
+          local r, n = counted(function() return ember.addmm(on(c), on(a), on(b), o) end)
+          local what = ('%s addmm %s beta=%g'):format(dt, name, o.beta)
+          assert.are.equal(1, n, what .. ': dispatches')
+          check(what, r, ember.addmm(c, a, b, o), 33)
+        end
+      end
+      -- baddbmm: c per batch member (transposed matrices) and c shared by the batch
+      local ba, bb = data(dt, { 3, 20, 9 }), data(dt, { 3, 9, 17 })
+      local c3 = data(dt, { 3, 17, 20 }):transpose(2, 3)
+      local c2 = data(dt, { 20, 17 })
+      for name, c in pairs({ member = c3, shared = c2 }) do
+        local r, n = counted(function() return ember.baddbmm(on(c), on(ba), on(bb), { beta = 0.25 }) end)
+        assert.are.equal(1, n, dt .. ' baddbmm ' .. name .. ': dispatches')
+        check(dt .. ' baddbmm ' .. name, r, ember.baddbmm(c, ba, bb, { beta = 0.25 }), 9)
+      end
+      -- nn.Linear with a bias: one kernel for the forward
+      local lin = ember.nn.Linear(33, 40):to(dt)
+      local vlin = ember.nn.Linear(33, 40):to(dt)
+      ember.no_grad(function()
+        vlin.weight:copy_(lin.weight)
+        vlin.bias:copy_(lin.bias)
+      end)
+      vlin = vlin:to(V)
+      local x = data(dt, { 70, 33 })
+      local y, n = counted(function() return ember.no_grad(function() return vlin(on(x)) end) end)
+      assert.are.equal(1, n, dt .. ' Linear: dispatches')
+      check(dt .. ' Linear', y, ember.no_grad(function() return lin(x) end), 33)
+    end
+    -- float64 (no room in its push constants for c) still copies c first: two kernels
+    if VK.has_f64 then
+      local a, b, c = data('float64', { 5, 6 }), data('float64', { 6, 7 }), data('float64', { 7 })
+      local r, n = counted(function() return ember.addmm(on(c), on(a), on(b)) end)
+      assert.are.equal(2, n, 'float64 addmm: dispatches')
+      check('float64 addmm', r, ember.addmm(c, a, b), 6)
     end
   end)
 

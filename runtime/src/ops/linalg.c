@@ -226,16 +226,42 @@ static em_tensor *product(const char *fn, const em_tensor *a, const em_tensor *b
     em_error_prefix(fn);
     goto fail;
   }
+  int rc = 0;
+  bool done = false;
   if (cb == NULL || beta == 0) {
     beta = 0; /* nothing to add: the kernel must not read the fresh output */
-  } else if (em_copy_(out, cb) != 0) {
+  } else if (be->gemm_add && em_numel(out) > 0 && nbatch <= 1) {
+    /* addmm and baddbmm in one kernel that reads c itself, where the device has one */
+    int64_t B = nbatch ? batch[0] : 1;
+    em_tensor o3, a3, b3, c3;
+    view_into(&o3, out, 3, (int64_t[]){B, M, N}, (int64_t[]){M * N, N, 1}, out->offset);
+    if (nbatch) {
+      broadcast_batch(&a3, ma, 1, batch);
+      broadcast_batch(&b3, mb, 1, batch);
+      broadcast_batch(&c3, cb, 1, batch);
+    } else {
+      view_into(&a3, ma, 3, (int64_t[]){1, M, K}, (int64_t[]){0, ma->strides[0], ma->strides[1]},
+                ma->offset);
+      view_into(&b3, mb, 3, (int64_t[]){1, K, N}, (int64_t[]){0, mb->strides[0], mb->strides[1]},
+                mb->offset);
+      view_into(&c3, cb, 3, (int64_t[]){1, M, N}, (int64_t[]){0, cb->strides[0], cb->strides[1]},
+                cb->offset);
+    }
+    rc = be->gemm_add(&o3, &a3, &b3, &c3, alpha, beta);
+    if (rc < 0) {
+      em_error_prefix(fn);
+      goto fail;
+    }
+    done = rc == 0;
+    rc = 0;
+  }
+  if (!done && cb != NULL && beta != 0 && em_copy_(out, cb) != 0) {
     em_error_prefix(fn);
     goto fail;
   }
   em_release(cb);
   cb = NULL;
-  int rc = 0;
-  if (em_numel(out) == 0) {
+  if (done || em_numel(out) == 0) {
     /* nothing to compute; still recorded below, so gradients flow (as empty tensors) */
   } else if (nbatch == 0) {
     /* one matrix each (the common case): straight to the slot */

@@ -19,8 +19,9 @@
  * what widening in registers would compute (kernels/attention/attn.glsl says why it is not done
  * there). float64 is not implemented here.
  *
- * The tensor-core kernels for float16/bfloat16 (vk_attention_coop.c) take the forward where the
- * device has them; everything else runs here.
+ * The tensor-core kernels for float16/bfloat16 take over where the device has them: the
+ * coopmat2 forward and backward (vk_attention_cm2.c), else the subgroup-scope float16 forward
+ * (vk_attention_coop.c); everything else runs here.
  *
  * Every kernel shares one 128-byte push-constant block (kernels/attention/attn.glsl): the
  * operands' bases and strides in elements (32-bit; the kernels index in 32 bits), the mask's
@@ -179,7 +180,8 @@ int em_vk_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em
   if (g->B * g->Hq * g->Tq == 0) return 0;
   if (var == 0) return plain_forward(D, fn, out, lse, q, k, v, mask, g);
   pthread_mutex_lock(&D->lock);
-  int rc = em_vk_attn_coop_forward(D, out, lse, q, k, v, mask, g, &p);
+  int rc = em_vk_attn_cm2_forward(D, out, lse, q, k, v, mask, g, &p);
+  if (rc == 1) rc = em_vk_attn_coop_forward(D, out, lse, q, k, v, mask, g, &p);
   pthread_mutex_unlock(&D->lock);
   if (rc <= 0) return rc;
   /* 16-bit without tensor cores: in float32 between casts, out rounded once */
@@ -193,31 +195,51 @@ int em_vk_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em
   return rc;
 }
 
+/* flash_bwd_pre's per-row (lse', delta) for the backward kernels, from out and gout (float32, or
+ * both float16 or both bfloat16),
+ * into a new float32 tensor [B * Hq * Tq * 2] (*stats); p is the backward's push block. */
+int em_vk_attn_stats(vk_device *D, const char *fn, const attn_push *p, const em_tensor *out,
+                     const em_tensor *lse, const em_tensor *gout, const em_attn_geom *g,
+                     em_tensor **stats) {
+  /* flash_bwd_pre reads out in the q slot, lse in the k slot, and takes the row count in Tk */
+  int64_t rows = g->B * g->Hq * g->Tq;
+  attn_push pp = *p;
+  *stats = NULL;
+  if (operand(D, fn, out, 3, pp.q) != 0 || operand(D, fn, lse, 3, pp.k) != 0) return -1;
+  pp.Tk = (uint32_t)rows;
+  int64_t n = rows > 0 ? rows * 2 : 2;
+  if ((*stats = em_empty(1, &n, EM_FLOAT32, out->device_id)) == NULL) return -1;
+  if (rows == 0) return 0;
+  const char *pre = out->dtype_id == EM_FLOAT16    ? "flash_bwd_pre_F16"
+                    : out->dtype_id == EM_BFLOAT16 ? "flash_bwd_pre_BF16"
+                                                   : "flash_bwd_pre_F32";
+  vk_launch L = {.module = pre, .push = &pp, .push_size = sizeof pp,
+                 .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {*stats, lse, out, [6] = gout},
+                 .writes = 1u};
+  int64_t groups = cdiv(rows, 64), gx = groups < 65535 ? groups : 65535;
+  pthread_mutex_lock(&D->lock);
+  int rc = launch(D, &L, gx, cdiv(groups, gx), 1);
+  pthread_mutex_unlock(&D->lock);
+  if (rc != 0) {
+    em_release(*stats);
+    *stats = NULL;
+  }
+  return rc;
+}
+
 /* The plain backward on float32 operands (gq/gk/gv fresh float32 or q's dtype = float32). */
 static int plain_backward(vk_device *D, const char *fn, em_tensor *gq, em_tensor *gk,
                           em_tensor *gv, const em_tensor *gout, const em_tensor *q,
                           const em_tensor *k, const em_tensor *v, const em_tensor *out,
                           const em_tensor *lse, const em_tensor *mask, const em_attn_geom *g) {
-  attn_push p, pp;
+  attn_push p;
   if (em_vk_attn_push(D, fn, &p, q, k, v, gout, mask, g) != 0) return -1;
-  /* flash_bwd_pre reads out in the q slot, lse in the k slot, and takes the row count in Tk */
   int64_t rows = g->B * g->Hq * g->Tq;
-  pp = p;
-  if (operand(D, fn, out, 3, pp.q) != 0 || operand(D, fn, lse, 3, pp.k) != 0) return -1;
-  pp.Tk = (uint32_t)rows;
-  int64_t n = rows > 0 ? rows * 2 : 2;
   bool lds = lds_state(D);
-  em_tensor *stats = em_empty(1, &n, EM_FLOAT32, q->device_id);
-  if (stats == NULL) return -1;
+  em_tensor *stats;
+  if (em_vk_attn_stats(D, fn, &p, out, lse, gout, g, &stats) != 0) return -1;
   pthread_mutex_lock(&D->lock);
   int rc = 0;
-  if (rows > 0) {
-    vk_launch L = {.module = "flash_bwd_pre", .push = &pp, .push_size = sizeof pp,
-                   .spec = {~0u, ~0u, ~0u, ~0u}, .ops = {stats, lse, out, [6] = gout},
-                   .writes = 1u};
-    int64_t groups = cdiv(rows, 64), gx = groups < 65535 ? groups : 65535;
-    rc = launch(D, &L, gx, cdiv(groups, gx), 1);
-  }
   if (rc == 0 && rows > 0 && g->D > 0) {
     vk_launch L = {.module = lds ? "flash_bwd_dq_lds" : "flash_bwd_dq",
                    .push = &p, .push_size = sizeof p,
@@ -253,10 +275,12 @@ int em_vk_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const 
     return -1;
   if (g->B * g->Hkv == 0) return 0;
   if (var == 0) return plain_backward(D, fn, gq, gk, gv, gout, q, k, v, out, lse, mask, g);
-  /* 16-bit: in float32 between casts, each gradient rounded once */
+  int rc = em_vk_attn_cm2_backward(D, gq, gk, gv, gout, q, k, v, out, lse, mask, g, &p);
+  if (rc <= 0) return rc;
+  /* 16-bit without tensor cores: in float32 between casts, each gradient rounded once */
   const em_tensor *in[5] = {q, k, v, gout, out};
   em_tensor *w[8] = {NULL};
-  int rc = widen(5, in, w);
+  rc = widen(5, in, w);
   if (rc == 0 && ((w[5] = f32_like(gq)) == NULL || (w[6] = f32_like(gk)) == NULL ||
                   (w[7] = f32_like(gv)) == NULL))
     rc = -1;

@@ -35,4 +35,21 @@ int em_vk_attn_coop_forward(vk_device *D, em_tensor *out, em_tensor *lse, const 
                             const em_tensor *k, const em_tensor *v, const em_tensor *mask,
                             const em_attn_geom *g, const attn_push *p);
 
+/* The forward and backward on coopmat2 tensor cores (vk_attention_cm2.c), float16 and bfloat16:
+ * 0 done, -1 error, 1 not taken (the next kernel runs). The forward is called with D->lock
+ * held; the backward takes it itself (it casts first). */
+int em_vk_attn_cm2_forward(vk_device *D, em_tensor *out, em_tensor *lse, const em_tensor *q,
+                           const em_tensor *k, const em_tensor *v, const em_tensor *mask,
+                           const em_attn_geom *g, const attn_push *p);
+int em_vk_attn_cm2_backward(vk_device *D, em_tensor *gq, em_tensor *gk, em_tensor *gv,
+                            const em_tensor *gout, const em_tensor *q, const em_tensor *k,
+                            const em_tensor *v, const em_tensor *out, const em_tensor *lse,
+                            const em_tensor *mask, const em_attn_geom *g, const attn_push *p);
+/* flash_bwd_pre's stats (lse', delta per query row) from out and gout (float32, or both of
+ * one 16-bit dtype), into a new
+ * tensor (vk_attention.c); takes D->lock. */
+int em_vk_attn_stats(vk_device *D, const char *fn, const attn_push *p, const em_tensor *out,
+                     const em_tensor *lse, const em_tensor *gout, const em_attn_geom *g,
+                     em_tensor **stats);
+
 #endif

@@ -19,6 +19,8 @@ int em_vk_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim);
 /* -- matmul (vk_matmul.c) -- */
 int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
                double beta);
+int em_vk_gemm_add(em_tensor *out, const em_tensor *a, const em_tensor *b, const em_tensor *c,
+                   double alpha, double beta);
 
 /* -- indexing and sorting (vk_index.c) -- */
 int em_vk_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
@@ -128,6 +130,7 @@ const em_backend em_vulkan_backend = {
 
   /* -- matmul -- */
   .gemm = em_vk_gemm,
+  .gemm_add = em_vk_gemm_add,
 
   /* -- indexing and sorting -- */
   .check_index = em_vk_check_index,

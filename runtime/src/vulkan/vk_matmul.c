@@ -176,9 +176,11 @@ static int64_t split_k(const em_tensor *out, const em_tensor *a, int64_t *splits
   return *splits > 1 ? ksplit : 0;
 }
 
-/* part: the split products' scratch ([splits, M, N] float32) when ksplit > 0. */
+/* part: the split products' scratch ([splits, M, N] float32) when ksplit > 0. c: the added
+ * term's tensor (gemm_add: float32 or 16-bit, no split), its offset and strides in cs. */
 static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
-                 double alpha, double beta, em_tensor *part, int64_t ksplit, int64_t splits) {
+                 double alpha, double beta, em_tensor *part, int64_t ksplit, int64_t splits,
+                 const em_tensor *c, const int32_t *cs) {
   em_dtype dt = (em_dtype)out->dtype_id;
   int64_t B = em_gemm_batches(out), M = MM_ROWS(out), N = MM_COLS(out), K = MM_COLS(a);
   mm_push p = {0};
@@ -197,7 +199,10 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   bool words = half ? N % 2 == 0 && out->offset % 2 == 0
                     : !wide && N % 4 == 0 && out->offset % 4 == 0;
   uint32_t flags = (dt == EM_BFLOAT16 ? 1u : 0u) | (words ? 2u : 0u) |
-                   (integer ? (uint32_t)dt << 4 : 0u);
+                   (integer ? (uint32_t)dt << 4 : 0u) | (c ? 8u : 0u);
+  if (c) {
+    p.c_base = (uint32_t)cs[0], p.c_sb = cs[1], p.c_rs = cs[2], p.c_cs = cs[3];
+  }
   if (integer) { /* the CPU's conversion: saturated, then modulo 2^64 */
     p.s.u[0] = (uint64_t)sat_i64(alpha);
     p.s.u[1] = (uint64_t)sat_i64(beta);
@@ -219,9 +224,9 @@ static int tiled(vk_device *D, em_tensor *out, const em_tensor *a, const em_tens
   vk_launch L = {
     .module = module,
     .push = &p,
-    .push_size = wide ? MM_PUSH_WIDE : MM_PUSH_F32,
+    .push_size = c ? MM_PUSH_C : wide ? MM_PUSH_WIDE : MM_PUSH_F32,
     .spec = {amode, bmode, flags, ~0u},
-    .ops = {out, a, b},
+    .ops = {out, a, b, c},
     .writes = 1u,
   };
   if (!specialize(D, (double)B * (double)M * (double)N * (double)K)) L.spec[0] = L.spec[1] = L.spec[2] = ~0u;
@@ -255,10 +260,39 @@ int em_vk_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double al
   pthread_mutex_lock(&D->lock);
   bool coop = em_vk_coop_wanted(D, out, a, b); /* never float32, so never split */
   int rc = coop ? em_vk_coop_gemm(D, out, a, b, alpha, beta)
-                : tiled(D, out, a, b, alpha, beta, part, ksplit, splits);
+                : tiled(D, out, a, b, alpha, beta, part, ksplit, splits, NULL, NULL);
   pthread_mutex_unlock(&D->lock);
   if (rc == 0 && part != NULL && !coop)
     rc = em_vk_sum_splits(out, part, (uint32_t)splits, MM_ROWS(out) * MM_COLS(out), alpha, beta);
   em_release(part);
+  return rc;
+}
+
+/* The gemm_add slot: out = beta * c + alpha * a @ b in one dispatch (addmm, baddbmm, Linear's
+ * bias) for float32 and 16-bit products on the tiled kernel and the coopmat2 kernel, c read
+ * with its own strides. Not taken (1: the definition copies c into out and calls gemm) for
+ * float64 and integers (their push constants have no room), K = 0, split-K products, the
+ * subgroup-scope tensor-core kernels, and offsets or strides beyond 31 bits. */
+int em_vk_gemm_add(em_tensor *out, const em_tensor *a, const em_tensor *b, const em_tensor *c,
+                   double alpha, double beta) {
+  vk_device *D = em_vk_device(out->device_id);
+  em_dtype dt = (em_dtype)out->dtype_id;
+  if (!(dt == EM_FLOAT32 || dt == EM_FLOAT16 || dt == EM_BFLOAT16) || c->dtype_id != (int)dt ||
+      c->ndim != 3 || out->ndim != 3 || em_numel(out) == 0 || MM_COLS(a) == 0)
+    return 1;
+  int64_t splits;
+  if (split_k(out, a, &splits) > 0) return 1;
+  int64_t v[4] = {c->offset, c->sizes[0] > 1 ? c->strides[0] : 0,
+                  c->sizes[1] > 1 ? c->strides[1] : 0, c->sizes[2] > 1 ? c->strides[2] : 0};
+  int32_t cs[4];
+  for (int i = 0; i < 4; i++) {
+    if (v[i] < 0 || v[i] > INT32_MAX) return 1;
+    cs[i] = (int32_t)v[i];
+  }
+  pthread_mutex_lock(&D->lock);
+  int rc;
+  if (em_vk_coop_wanted(D, out, a, b)) rc = em_vk_coop_gemm_c(D, out, a, b, c, alpha, beta);
+  else rc = tiled(D, out, a, b, alpha, beta, NULL, 0, 1, c, cs);
+  pthread_mutex_unlock(&D->lock);
   return rc;
 }

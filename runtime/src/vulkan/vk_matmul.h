@@ -24,10 +24,12 @@ typedef struct mm_push {
     double d[2]; /* float64 kernels */
     uint64_t u[2]; /* integer kernels: two's complement */
   } s;           /* alpha, beta */
+  uint32_t c_base;                 /* matmul.comp with FLAGS bit 3 (gemm_add): c's offset, */
+  int32_t c_sb, c_rs, c_cs;        /* ... and its batch, row and column strides */
 } mm_push;
-_Static_assert(sizeof(mm_push) == 112, "the matmul kernels' push constants");
-/* Push bytes with float or with 8-byte alpha and beta. */
-enum { MM_PUSH_F32 = 104, MM_PUSH_WIDE = 112 };
+_Static_assert(sizeof(mm_push) == 128, "the matmul kernels' push constants");
+/* Push bytes with float or with 8-byte alpha and beta, and with c (float32 and 16-bit only). */
+enum { MM_PUSH_F32 = 104, MM_PUSH_WIDE = 112, MM_PUSH_C = 128 };
 
 /* The matrix dims of a gemm operand, 3-D or 4-D (backend.h reads the batch dims). */
 #define MM_ROWS(t) ((t)->sizes[(t)->ndim - 2])
@@ -51,6 +53,11 @@ bool em_vk_coop_wanted(vk_device *D, const em_tensor *out, const em_tensor *a,
                        const em_tensor *b);
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta);
+/* out = beta * c + alpha * a @ b on the coopmat2 kernel (the gemm_add slot; c's strides as in
+ * mm_push's c fields): 0 done, -1 error, 1 not taken (another kernel flavor: the caller copies
+ * c and runs em_vk_coop_gemm). With D->lock held. */
+int em_vk_coop_gemm_c(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                      const em_tensor *c, double alpha, double beta);
 /* Whether a tensor-core kernel takes dtype dt products on D now; with out_f32, products
  * with float32 results (the coopmat2 kernel only). */
 bool em_vk_coop_dtype(vk_device *D, em_dtype dt, bool out_f32);
@@ -112,6 +119,10 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
  * honoured; "cm2" implies the KHR extension): 2 KHR, 1 NV, 0 none. The fused attention's
  * tensor-core kernel asks (vk_attention_coop.c). */
 int em_vk_coop_subgroup_flavor(const vk_device *D);
+/* Whether the coopmat2 kernels run now for 16-bit operands of dtype on D (float16; bfloat16
+ * where its build and the device's bfloat16 matrices exist; EMBER_VK_COOPMAT honoured). The
+ * fused attention's coopmat2 kernels ask (vk_attention_cm2.c). */
+bool em_vk_coop_cm2_for(const vk_device *D, int dtype);
 /* For em_vk_info: what the device reports about cooperative matrices (shapes, types, scopes,
  * the coopmat2 features) and which kernel Ember uses, as one line. */
 void em_vk_coop_describe(const vk_device *D, char *buf, size_t n);

@@ -88,8 +88,10 @@ typedef struct coop_push {
   uint32_t a_sb1, a_sb2, b_sb1, b_sb2, o_sb;
   uint32_t m0, n0, batch0;
   float alpha, beta;
+  uint32_t c_base;             /* matmul_cm2's c (MODES bit 7): offset and batch, row, */
+  int32_t c_sb, c_rs, c_cs;    /* column strides */
 } coop_push;
-_Static_assert(sizeof(coop_push) == 76, "the tensor-core kernels' push constants");
+_Static_assert(sizeof(coop_push) == 92, "the tensor-core kernels' push constants");
 
 /* EMBER_VK_COOPMAT as a flavor: -1 auto, FLAVOR_NONE off, else that flavor. */
 static int wanted_flavor(void) {
@@ -400,6 +402,11 @@ int em_vk_coop_subgroup_flavor(const vk_device *D) {
   return f == FLAVOR_CM2 || f == FLAVOR_KHR ? 2 : f == FLAVOR_NV ? 1 : 0;
 }
 
+bool em_vk_coop_cm2_for(const vk_device *D, int dtype) {
+  if (flavor_now(D) != FLAVOR_CM2) return false;
+  return dtype == EM_FLOAT16 || (dtype == EM_BFLOAT16 && (enabled_of[D->id] & BIT_CM2_BF16));
+}
+
 /* An operand viewed as rows x cols: its layout (column-major: rows contiguous) and the stride
  * of its other dimension; false when neither dimension is contiguous, or the lines overlap (a
  * stride shorter than a line: expanded views), or a stride does not fit (the tiled kernel's
@@ -538,11 +545,25 @@ static uint32_t coop_cfg(const vk_device *D, uint32_t *threads, uint32_t *bm, ui
 }
 
 static int coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
-                     double alpha, double beta, bool out_f32);
+                     double alpha, double beta, bool out_f32, const em_tensor *c,
+                     const int32_t cs[4]);
 
 int em_vk_coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
                     double alpha, double beta) {
-  return coop_gemm(D, out, a, b, alpha, beta, false);
+  return coop_gemm(D, out, a, b, alpha, beta, false, NULL, NULL);
+}
+
+int em_vk_coop_gemm_c(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
+                      const em_tensor *c, double alpha, double beta) {
+  if (flavor_now(D) != FLAVOR_CM2 || c->dtype_id != out->dtype_id || c->ndim != 3) return 1;
+  int32_t cs[4];
+  int64_t v[4] = {c->offset, c->sizes[0] > 1 ? c->strides[0] : 0,
+                  c->sizes[1] > 1 ? c->strides[1] : 0, c->sizes[2] > 1 ? c->strides[2] : 0};
+  for (int i = 0; i < 4; i++) {
+    if (v[i] < 0 || v[i] > INT32_MAX) return 1;
+    cs[i] = (int32_t)v[i];
+  }
+  return coop_gemm(D, out, a, b, alpha, beta, false, c, cs);
 }
 
 bool em_vk_coop_dtype(vk_device *D, em_dtype dt, bool out_f32) {
@@ -558,11 +579,13 @@ int em_vk_coop_gemm_f32(vk_device *D, em_tensor *out, const em_tensor *a, const 
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "gemm: float32 results of %s products "
                              "need the coopmat2 kernel, which %s lacks",
                              em_dtype_name((em_dtype)a->dtype_id), D->name);
-  return coop_gemm(D, out, a, b, 1.0, 0.0, true);
+  return coop_gemm(D, out, a, b, 1.0, 0.0, true, NULL, NULL);
 }
 
+/* c (with cs: its offset and batch, row, column strides) only on the coopmat2 kernel. */
 static int coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_tensor *b,
-                     double alpha, double beta, bool out_f32) {
+                     double alpha, double beta, bool out_f32, const em_tensor *c,
+                     const int32_t cs[4]) {
   coop_push p = {0};
   bool acol, bcol;
   if (!coop_push_for(&p, &acol, &bcol, out, a, b))
@@ -578,6 +601,11 @@ static int coop_gemm(vk_device *D, em_tensor *out, const em_tensor *a, const em_
     uint32_t t[4];
     cm2_tile(&p, nb, t);
     modes |= t[3] | (out_f32 ? 64u : 0u);
+    if (c) {
+      modes |= 128u | (c->dtype_id == EM_BFLOAT16 ? 256u : 0u);
+      p.c_base = (uint32_t)cs[0], p.c_sb = cs[1], p.c_rs = cs[2], p.c_cs = cs[3];
+      L.ops[3] = c;
+    }
     if (aligned8(p.a_ld | p.a_base, p.a_sb1, p.a_sb2) && aligned8(p.b_ld | p.b_base, p.b_sb1, p.b_sb2))
       modes |= 4u;
     L.module = a->dtype_id == EM_BFLOAT16 ? "matmul_cm2_bf16" : "matmul_cm2";
