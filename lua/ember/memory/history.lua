@@ -83,9 +83,13 @@ function M.is_recording() return C.em_memory_history_enabled() ~= 0 end
 
 -- record_history(on): starts (true) or stops (false) recording where new storages are made;
 -- returns whether it was on.
-function M.record_history(on)
+function M.record_history(on, ...)
   if type(on) ~= 'boolean' then
     error('memory.record_history: expected true or false, got ' .. tostring(on), 2)
+  end
+  if select('#', ...) > 0 then
+    error(('memory.record_history: expected one argument (true or false), got %d'):format(
+      1 + select('#', ...)), 2)
   end
   local was = M.is_recording()
   if on and not was then
