@@ -99,12 +99,19 @@ for _, dev in ipairs(devices) do
       assert.is_truthy(text:find('768 B%s+3 x%s+' .. lit(site_of(loop))))
     end)
 
-    it('records nothing while off', function()
+    it('records nothing while off, and counts what it did not record', function()
       ember.memory.record_history(false)
+      local none = { blocks = 0, bytes = 0 }
+      local before = ember.memory.snapshot(dev).untracked[dev] or none
       local t = ember.zeros(11, 13, { device = dev })
-      for _, e in ipairs(ember.memory.snapshot(dev)) do
+      local snap = ember.memory.snapshot(dev)
+      for _, e in ipairs(snap) do
         assert.are_not.same({ 11, 13 }, e.shape)
       end
+      local after = snap.untracked[dev] or none
+      assert.are.equal(1, after.blocks - before.blocks)
+      assert.are.equal(11 * 13 * 4, after.bytes - before.bytes)
+      assert.is_truthy(tostring(snap):find('(made while recording was off, on ' .. dev .. ')', 1, true))
       assert.is_true(t:numel() == 143)
     end)
 
