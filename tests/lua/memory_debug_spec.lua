@@ -32,7 +32,8 @@ for _, dev in ipairs(devices) do
         for _, row in ipairs(c.classes) do if row.min == min then return row end end
         return { live_blocks = 0, live_bytes = 0 }
       end
-      -- 3 x 100 float32 = 400 B each: class [256, 512); one int64 [3,1000] = 24000 B: [16384, 32768)
+      -- 3 x 100 float32 = 400 B each: class [256, 512); one int64 [3,1000] = 24000 B:
+      -- class [16384, 32768)
       local keep = { ember.zeros(100, { device = dev }), ember.ones(100, { device = dev }),
                      ember.zeros(100, { device = dev }),
                      ember.zeros(3, 1000, { dtype = 'int64', device = dev }) }
@@ -73,7 +74,7 @@ for _, dev in ipairs(devices) do
       assert.are.equal(4000, x:numel() * 4)
     end)
 
-    it('snapshot lists a tensor made while recording with its size, dtype, shape and line', function()
+    it('snapshot lists a tensor made while recording: size, dtype, shape and line', function()
       ember.memory.record_history(true)
       local made = here(); local t = ember.zeros(7, 3, 5, { dtype = 'float64', device = dev })
       local snap = ember.memory.snapshot(dev)
@@ -91,7 +92,9 @@ for _, dev in ipairs(devices) do
       for i = 2, #snap do assert.is_true(snap[i - 1].bytes >= snap[i].bytes) end
       -- gone from the next snapshot once the tensor is
       t = nil
-      for _, e in ipairs(ember.memory.snapshot(dev)) do assert.are_not.equal(site_of(made), e.site) end
+      for _, e in ipairs(ember.memory.snapshot(dev)) do
+        assert.are_not.equal(site_of(made), e.site)
+      end
       -- grouped by site in the printout
       local keep = {}
       local loop = here(); for i = 1, 3 do keep[i] = ember.ones(64, { device = dev }) end
@@ -111,7 +114,8 @@ for _, dev in ipairs(devices) do
       local after = snap.untracked[dev] or none
       assert.are.equal(1, after.blocks - before.blocks)
       assert.are.equal(11 * 13 * 4, after.bytes - before.bytes)
-      assert.is_truthy(tostring(snap):find('(made while recording was off, on ' .. dev .. ')', 1, true))
+      local line = '(made while recording was off, on ' .. dev .. ')'
+      assert.is_truthy(tostring(snap):find(line, 1, true))
       assert.is_true(t:numel() == 143)
     end)
 

@@ -20,19 +20,27 @@ local M = {}
 local reg = debug.getregistry()
 local S = reg.ember_memory_history
 if S == nil then
-  S = { keys = {}, sites = {}, n = 0, recording = false }
+  S = { keys = {}, sites = {}, n = 0 }
   reg.ember_memory_history = S
 end
 
 -- Frames under Ember's own Lua folder (and C frames) are not the user's code.
-local ember_prefix = '@' .. (debug.getinfo(1, 'S').source:match('^@(.*)memory/history%.lua$') or '\0')
+local ember_prefix = '@' ..
+  (debug.getinfo(1, 'S').source:match('^@(.*)memory/history%.lua$') or '\0')
 local MAX_FRAMES = 24
 
+-- One line of the traceback, as debug.traceback writes it.
 local function frame_line(info)
   local where = info.currentline and info.currentline > 0
     and (info.short_src .. ':' .. info.currentline) or info.short_src
-  local name = info.name and (" in function '" .. info.name .. "'")
-    or (info.what == 'main' and ' in main chunk' or ' in function <' .. info.short_src .. ':' .. (info.linedefined or 0) .. '>')
+  local name
+  if info.name then
+    name = " in function '" .. info.name .. "'"
+  elseif info.what == 'main' then
+    name = ' in main chunk'
+  else
+    name = ' in function <' .. info.short_src .. ':' .. (info.linedefined or 0) .. '>'
+  end
   return where .. ':' .. name
 end
 
@@ -66,10 +74,11 @@ end
 
 -- The site function the runtime calls. The collector is stopped while it runs: a finalizer
 -- could release a tensor whose raw pointer the C function that is allocating still uses.
--- Level 2 is the Lua function that made the FFI call.
 local function site_fn()
   collectgarbage('stop')
-  local ok, id = pcall(capture, 4) -- capture, pcall, site_fn, then the caller
+  -- levels seen from capture: 1 capture, 2 pcall, 3 site_fn, 4 the C function that allocates
+  -- (as the Lua code that called it named it), 5 that Lua code
+  local ok, id = pcall(capture, 4)
   collectgarbage('restart')
   return ok and id or 0
 end
@@ -243,7 +252,8 @@ function M.format(snap, opts)
   local groups = M.by_site(snap)
   for i, g in ipairs(groups) do
     if i > limit then
-      out[#out + 1] = ('  ... %d more site%s'):format(#groups - limit, #groups - limit == 1 and '' or 's')
+      local more = #groups - limit
+      out[#out + 1] = ('  ... %d more site%s'):format(more, more == 1 and '' or 's')
       break
     end
     local first = g.entries[1]

@@ -52,7 +52,8 @@ function report_mt.__tostring(r)
     for _, s in ipairs(r.sites) do
       local e = s.entries[1]
       out[#out + 1] = ('  %10s  %4d x  %s%s  (largest %s %s on %s)'):format(human(s.bytes),
-        s.count, s.site, s.op and (' ' .. s.op) or '', e.dtype, history.shape_str(e.shape), e.device)
+        s.count, s.site, s.op and (' ' .. s.op) or '', e.dtype, history.shape_str(e.shape),
+        e.device)
     end
   end
   return table.concat(out, '\n')

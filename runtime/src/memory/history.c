@@ -149,7 +149,8 @@ int64_t em_memory_history_count(int device) {
   if (device < 0) {
     n = em_history_entries;
   } else {
-    for (size_t i = 0; i < capacity; i++) n += table[i].key != NULL && table[i].block.device == device;
+    for (size_t i = 0; i < capacity; i++)
+      n += table[i].key != NULL && table[i].block.device == device;
   }
   pthread_mutex_unlock(&lock);
   return n;
