@@ -58,6 +58,15 @@ float dscore(const in uint r, const in uint c, const in float dp, const in float
   return i >= pc.Tq ? 0.0 : p * (dp - stats[(b * HQ + h) * pc.Tq + i].y);
 }
 
+// This workgroup's rows' lse' and delta (+inf and 0 past Tq), for the tiles every row sees whole.
+shared float lse_sh[BR], delta_sh[BR];
+float prob_in(const in uint r, const in uint c, const in float dot) {
+  return exp(dot * pc.scale - lse_sh[r]);
+}
+float dscore_in(const in uint r, const in uint c, const in float dp, const in float p) {
+  return p * (dp - delta_sh[r]);
+}
+
 void main() {
   uint i0 = gl_WorkGroupID.x * BR;
   uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, kh = h / GROUP;
@@ -83,19 +92,32 @@ void main() {
   uint vbase = pc.v_base + b * pc.v_sb + kh * pc.v_sh;
   ACC(BR, HDIM) dq = ACC(BR, HDIM)(0.0);
 
+  for (uint t = gl_LocalInvocationID.x; t < BR; t += gl_WorkGroupSize.x) {
+    uint i = i0 + t;
+    vec2 st = i < pc.Tq ? stats[(b * HQ + h) * pc.Tq + i] : vec2(-NEG_INF, 0.0);
+    lse_sh[t] = st.x;
+    delta_sh[t] = st.y;
+  }
+  barrier();
+
   uint kend = CAUSAL ? min(pc.Tk, i0 + BR) : pc.Tk;
   [[dont_unroll]] for (uint j0 = 0u; j0 < kend; j0 += BC) {
     MB(HDIM, BC) kt;
     coopMatLoadTensorNV(kt, k16, kbase, sliceTensorLayoutNV(lk, j0, BC, 0, HDIM), tview);
     ACC(BR, BC) s = coopMatMulAdd(qa, kt, ACC(BR, BC)(0.0));
+    // a tile every row sees whole (no mask, keys in range, below the causal diagonal) takes
+    // the row statistics from shared memory and skips the masking
+    bool whole = !HAS_MASK && j0 + BC <= pc.Tk && (!CAUSAL || j0 + BC <= i0 + 1u);
     ACC(BR, BC) p;
-    coopMatPerElementNV(p, s, prob, b, h, i0, j0);
+    if (whole) coopMatPerElementNV(p, s, prob_in);
+    else coopMatPerElementNV(p, s, prob, b, h, i0, j0);
 
     MB(HDIM, BC) vt;
     coopMatLoadTensorNV(vt, v16, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, HDIM), tview);
     ACC(BR, BC) dp = coopMatMulAdd(ga, vt, ACC(BR, BC)(0.0));
     ACC(BR, BC) ds;
-    coopMatPerElementNV(ds, dp, dscore, p, b, h, i0);
+    if (whole) coopMatPerElementNV(ds, dp, dscore_in, p);
+    else coopMatPerElementNV(ds, dp, dscore, p, b, h, i0);
 
     MB(BC, HDIM) km;
     coopMatLoadTensorNV(km, k16, kbase, sliceTensorLayoutNV(lk, j0, BC, 0, HDIM));
