@@ -98,8 +98,16 @@ for _, dev in ipairs(devices) do
       -- grouped by site in the printout
       local keep = {}
       local loop = here(); for i = 1, 3 do keep[i] = ember.ones(64, { device = dev }) end
-      local text = tostring(ember.memory.snapshot(dev))
+      local snap2 = ember.memory.snapshot(dev)
+      local text = tostring(snap2)
       assert.is_truthy(text:find('768 B%s+3 x%s+' .. lit(site_of(loop))))
+      -- with tracebacks, and cut to the largest site
+      local big = here(); local other = ember.zeros(1000, { device = dev }) -- 4000 B
+      text = ember.memory.snapshot(dev):format({ traceback = true, limit = 1 })
+      assert.is_truthy(text:find('3.9 KiB     1 x  ' .. site_of(big), 1, true))
+      assert.is_truthy(text:find('stack traceback:', 1, true))
+      assert.is_truthy(text:find('... 1 more site', 1, true))
+      assert.are.equal(1000, other:numel())
     end)
 
     it('records nothing while off, and counts what it did not record', function()
