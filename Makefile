@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test golden bench asan fuzz clean
+.PHONY: all deps build run gpt test golden bench asan tsan fuzz clean
 
 all: build
 
@@ -41,6 +41,16 @@ asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure
+	@$(MAKE) --no-print-directory tsan
+
+# The threaded C tests under ThreadSanitizer (tests/c/test_threads*.c; tests/c/tsan.supp says
+# what is suppressed and why). `make asan` runs it too: CI's contract is `make test`, `make asan`.
+TSAN_TESTS = test_threads
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/c/tsan.supp" \
+	  ctest --output-on-failure -R '^c_test_threads'
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

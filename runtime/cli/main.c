@@ -22,6 +22,7 @@ static const char usage[] =
   "usage: ember [options] [script.lua [args...]]\n"
   "  (no script)     start the interactive REPL\n"
   "  bench [options] time training steps of a model on each device (bench --help)\n"
+  "  doctor          print the devices, their kernels, threads and BLAS, with warnings\n"
   "  -e stmt         run the Lua statement stmt\n"
   "  -l mod          require the module mod, as a global named after its last part\n"
   "  -i              open the REPL after running the script (or the -e statements)\n"
@@ -169,14 +170,27 @@ static int run_options(lua_State *L, char **argv, int end) {
   return 0;
 }
 
-/* Runs the script at argv[script] with its arguments as `...`. The built-in commands
- * (`ember bench ...`) run the Lua module of that name, unless a file of that name exists. */
+/* The built-in command argv[script] names (`ember bench ...`, `ember doctor`), or NULL: a
+ * command is a name without a file of that name. */
+static const char *builtin_command(char **argv, int script) {
+  static const char *const commands[] = {"bench", "doctor"};
+  if (script == 0) return NULL;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[script], commands[i]) == 0 && access(argv[script], F_OK) != 0)
+      return commands[i];
+  return NULL;
+}
+
+/* Runs the script at argv[script] with its arguments as `...`. The built-in commands run the
+ * main function of the Lua module ember.<command>. */
 static int run_script(lua_State *L, int argc, char **argv, int script) {
-  const char *path = argv[script];
+  const char *path = argv[script], *command = builtin_command(argv, script);
   int status;
-  if (strcmp(path, "bench") == 0 && access(path, F_OK) != 0)
-    status = luaL_loadstring(L, "return require('ember.bench').main({...})");
-  else
+  if (command != NULL) {
+    char code[96];
+    snprintf(code, sizeof code, "return require('ember.%s').main({...})", command);
+    status = luaL_loadstring(L, code);
+  } else
     status = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
   if (status != 0) return status;
   for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
@@ -233,7 +247,9 @@ int main(int argc, char **argv) {
   set_arg_table(L, argc, argv, o.script);
 
   int status = require_global(L, "ember");
-  if (status == 0) status = apply_device_env(L);
+  /* `ember doctor` reports an unusable EMBER_DEVICE instead of stopping at it */
+  const char *command = builtin_command(argv, o.script);
+  if (status == 0 && !(command && strcmp(command, "doctor") == 0)) status = apply_device_env(L);
   if (status == 0) status = run_options(L, argv, o.script ? o.script : argc);
   if (status == 0 && o.script) status = run_script(L, argc, argv, o.script);
   if (status != 0) {

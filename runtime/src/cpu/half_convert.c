@@ -77,12 +77,14 @@ static inline float half_to_float_bits(uint16_t h) {
 /* Whether to use F16C: the CPU has it, and EMBER_CPU_F16C=0 does not turn it off (the tests
  * run the software path that way). Read once. */
 static int use_f16c(void) {
-  static int use = -1;
-  if (use < 0) {
+  static int use = -1; /* relaxed atomics: threads may ask at once, all get the same answer */
+  int u = __atomic_load_n(&use, __ATOMIC_RELAXED);
+  if (u < 0) {
     const char *env = getenv("EMBER_CPU_F16C");
-    use = __builtin_cpu_supports("f16c") && !(env && strcmp(env, "0") == 0);
+    u = __builtin_cpu_supports("f16c") && !(env && strcmp(env, "0") == 0);
+    __atomic_store_n(&use, u, __ATOMIC_RELAXED);
   }
-  return use;
+  return u;
 }
 
 __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(float *dst, const uint16_t *src,
