@@ -71,7 +71,9 @@ static bool reserve_one(void) {
 
 static int32_t current_site(void) {
   em_memory_site_fn fn = __atomic_load_n(&site_fn, __ATOMIC_ACQUIRE);
-  if (fn == NULL || in_site_fn || !pthread_equal(pthread_self(), site_thread)) return 0;
+  if (fn == NULL || in_site_fn ||
+      !pthread_equal(pthread_self(), __atomic_load_n(&site_thread, __ATOMIC_RELAXED)))
+    return 0;
   in_site_fn = true;
   int32_t site = fn(site_userdata);
   in_site_fn = false;
@@ -133,7 +135,8 @@ void em_memory_set_site_fn(em_memory_site_fn fn, void *userdata) {
 int em_memory_record_history(int on) {
   pthread_mutex_lock(&lock);
   int was = em_history_recording;
-  if (on) site_thread = pthread_self();
+  /* Atomic: threads that allocate read it without the lock (pthread_t is an integer here). */
+  if (on) __atomic_store_n(&site_thread, pthread_self(), __ATOMIC_RELAXED);
   __atomic_store_n(&em_history_recording, on ? 1 : 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&lock);
   return was;
