@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test golden bench asan tsan fuzz clean
+.PHONY: all deps build run gpt test golden bench asan tsan fuzz install embed-example clean
 
 all: build
 
@@ -30,7 +30,7 @@ golden:
 # The readers' libFuzzer targets, each for FUZZ_SECONDS (tests/fuzz/README.md).
 FUZZ_SECONDS ?= 60
 fuzz: build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.so
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.a
 
 bench:
 	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench
@@ -52,6 +52,17 @@ tsan: deps
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/c/tsan.supp" \
 	  ctest --output-on-failure -R '^c_test_(threads|memory_debug)'
+
+# Installs the header, libember.so/.a, the `ember` program, the Lua package, the docs, ember.pc
+# and the CMake package under PREFIX (staged under DESTDIR if given): cmake/install.cmake.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Builds each examples/embed/* program against a staged install of this build (with CMake and
+# with pkg-config, shared and static) and runs it: the ctest install tests (tests/install).
+embed-example: build
+	cd $(BUILD) && ctest -R '^install_(stage|examples)$$' --output-on-failure
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

@@ -51,21 +51,40 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Finds lua/ember/init.lua: next to the program (build/../lua), in an installed share folder,
- * or in the source tree this program was built from. The docs folder is looked for next to
- * it (for `?name`), else in the source tree. Both are recorded in package.ember_lua_dir and
- * package.ember_docs_dir. */
+/* Where an installed program finds the Lua package and the docs, relative to its own folder
+ * (cmake/install.cmake computes them from the install layout, so an install to any prefix, or
+ * a staged one under DESTDIR, works without environment variables). */
+#ifndef EMBER_INSTALL_LUA_REL
+#define EMBER_INSTALL_LUA_REL "../share/lua/5.1"
+#endif
+#ifndef EMBER_INSTALL_DOCS_REL
+#define EMBER_INSTALL_DOCS_REL "../share/doc/ember"
+#endif
+
+/* Finds ember/init.lua and the docs folder (for `?name`): in the build tree (build/../lua, its
+ * docs next to it), in the install layout, in an older install layout (share/ember/lua), or
+ * else in the source tree this program was built from. Both are recorded in
+ * package.ember_lua_dir and package.ember_docs_dir. */
 static void set_package_path(lua_State *L) {
+  static const struct { const char *lua, *docs; } layouts[] = {
+      {"/../lua", "/../docs"},
+      {"/" EMBER_INSTALL_LUA_REL, "/" EMBER_INSTALL_DOCS_REL},
+      {"/../share/ember/lua", "/../share/ember/docs"},
+      {"/lua", "/docs"},
+  };
   char exe[PATH_MAX], candidate[PATH_MAX + 64], chosen[PATH_MAX + 64] = "";
+  char docs[PATH_MAX + 64] = "";
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    const char *rel[] = {"/../lua", "/../share/ember/lua", "/lua"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0] && !chosen[0]; i++) {
-      snprintf(candidate, sizeof candidate, "%s%s/ember/init.lua", exe, rel[i]);
-      if (access(candidate, R_OK) == 0) snprintf(chosen, sizeof chosen, "%s%s", exe, rel[i]);
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0] && !chosen[0]; i++) {
+      snprintf(candidate, sizeof candidate, "%s%s/ember/init.lua", exe, layouts[i].lua);
+      if (access(candidate, R_OK) == 0) {
+        snprintf(chosen, sizeof chosen, "%s%s", exe, layouts[i].lua);
+        snprintf(docs, sizeof docs, "%s%s", exe, layouts[i].docs);
+      }
     }
   }
   if (!chosen[0]) snprintf(chosen, sizeof chosen, "%s", EMBER_SOURCE_LUA_DIR);
@@ -76,9 +95,7 @@ static void set_package_path(lua_State *L) {
   lua_pop(L, 1);
   lua_pushstring(L, chosen);
   lua_setfield(L, -2, "ember_lua_dir");
-  char docs[sizeof chosen + 16];
-  snprintf(docs, sizeof docs, "%s/../docs", chosen);
-  lua_pushstring(L, is_dir(docs) ? docs : EMBER_SOURCE_DOCS_DIR);
+  lua_pushstring(L, docs[0] && is_dir(docs) ? docs : EMBER_SOURCE_DOCS_DIR);
   lua_setfield(L, -2, "ember_docs_dir");
   lua_pop(L, 1);
 }
