@@ -43,14 +43,15 @@ asan: deps
 	cd build-asan && ctest --output-on-failure
 	@$(MAKE) --no-print-directory tsan
 
-# The threaded C tests under ThreadSanitizer (tests/c/test_threads*.c; tests/c/tsan.supp says
+# The threaded C tests under ThreadSanitizer (tests/c/test_threads*.c, and the memory history
+# registry's test, which allocates from a second thread while recording; tests/c/tsan.supp says
 # what is suppressed and why). `make asan` runs it too: CI's contract is `make test`, `make asan`.
-TSAN_TESTS = test_threads
+TSAN_TESTS = test_threads test_memory_debug
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_TSAN=ON >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/c/tsan.supp" \
-	  ctest --output-on-failure -R '^c_test_threads'
+	  ctest --output-on-failure -R '^c_test_(threads|memory_debug)'
 
 # Installs the header, libember.so/.a, the `ember` program, the Lua package, the docs, ember.pc
 # and the CMake package under PREFIX (staged under DESTDIR if given): cmake/install.cmake.

@@ -59,4 +59,23 @@ end
 -- Releases the memory of tensors Lua no longer references (a full collection and a sweep).
 M.collect = core.collect
 
+-- Debugging: a report by size class, where live storages were made, and a leak check
+-- (lua/ember/memory/*.lua, runtime/src/memory/). Loaded on first use: every module loaded at
+-- start-up grows the Lua heap that each full collection walks (one per 16384 tensors).
+local function lazy(module, name)
+  return function(...) return require(module)[name](...) end
+end
+M.census = lazy('ember.memory.summary', 'census')
+M.summary = lazy('ember.memory.summary', 'summary')
+M.record_history = lazy('ember.memory.history', 'record_history')
+M.snapshot = lazy('ember.memory.history', 'snapshot')
+M.by_site = lazy('ember.memory.history', 'by_site')
+M.leak_check = lazy('ember.memory.leak', 'leak_check')
+-- print_snapshot([snap or device], {limit=, traceback=}): prints a snapshot grouped by site.
+function M.print_snapshot(snap, opts)
+  local history = require 'ember.memory.history'
+  if type(snap) ~= 'table' then snap = history.snapshot(snap) end
+  print(history.format(snap, opts))
+end
+
 return M

@@ -125,6 +125,52 @@ EM_API void em_alloc_pressure_reset(void);
 /* Bytes of live storages on every device together (what the collector's pace follows). */
 EM_API int64_t em_alloc_live(void);
 
+/* ---- memory debugging (ember.memory.summary, snapshot, leak_check) --------------------------
+ * The census: a device's live storages and its cache's free blocks, by size class. Class k
+ * holds sizes in [2^k, 2^(k+1)) bytes; class 0 also holds empty storages. Live storages are counted on
+ * every allocation (the sum of live_bytes is em_memory_stats.allocated); the cache is walked
+ * when asked. On the CPU the cache holds freed blocks of 64 KiB and more (the sum of its
+ * cached_bytes is reserved - allocated); on Vulkan it is the free ranges of the slabs, and
+ * reserved - allocated also counts the rounding of live blocks to the device's alignment. */
+enum { EM_MEMORY_CLASSES = 64 };
+typedef struct em_memory_class {
+  int64_t live_blocks, live_bytes;       /* storages alive now */
+  int64_t cached_blocks, cached_bytes;   /* free blocks (ranges) the cache holds for reuse */
+} em_memory_class;
+typedef struct em_memory_census {
+  em_memory_class classes[EM_MEMORY_CLASSES];
+  int64_t largest_free;     /* bytes of the largest block the cache can hand out whole */
+  int64_t segments;         /* Vulkan: slabs (VkDeviceMemory objects); CPU: 0 (malloc's) */
+  int64_t segment_bytes;    /* their bytes */
+} em_memory_census;
+/* Fills out for the device: 0, or -1 with an error for a bad device. */
+EM_API int em_memory_census_get(int device, em_memory_census *out);
+
+/* History: while recording is on, each new storage enters a registry with the dtype and shape
+ * of the tensor made with it and a site: an id the host's site function returns for "where
+ * the program is now" (Lua's is an index into its table of tracebacks; 0 = unknown). The site
+ * function is called on the thread that turned recording on, never on others (their entries
+ * get site 0), and with no lock of the runtime held. An entry goes when its storage is freed,
+ * also after recording stops. Off, recording costs one branch per allocation. */
+typedef int32_t (*em_memory_site_fn)(void *userdata);
+EM_API void em_memory_set_site_fn(em_memory_site_fn fn, void *userdata);
+/* Turns recording on (1) or off (0) and returns the previous state. */
+EM_API int em_memory_record_history(int on);
+EM_API int em_memory_history_enabled(void);
+typedef struct em_memory_block {
+  int64_t id;               /* 1, 2, ... in the order the storages were made */
+  int64_t bytes;
+  int32_t device, dtype, ndim, site;
+  int64_t sizes[EM_MAX_DIMS];
+} em_memory_block;
+/* Entries in the registry for a device (-1: every device). */
+EM_API int64_t em_memory_history_count(int device);
+/* Copies up to cap entries of the device (-1: every device) into out, in no particular order;
+ * returns how many it copied. The caller owns out. */
+EM_API int64_t em_memory_history_get(int device, em_memory_block *out, int64_t cap);
+/* The id the next recorded storage will get: entries with a larger or equal id are newer. */
+EM_API int64_t em_memory_history_next_id(void);
+
 /* ---- lifetime ------------------------------------------------------------------------------ */
 EM_API em_tensor *em_retain(em_tensor *t);
 EM_API void em_release(em_tensor *t);

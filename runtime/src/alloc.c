@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "device.h"
+#include "memory/memory_debug.h"
 #include "profiler/profiler.h"
 
 /* Counters are split in two: the first thread that allocates (the host's main thread) updates
@@ -81,10 +82,12 @@ void em_memory_note_alloc(int device, size_t nbytes) {
     plain_add(&m->main_allocated, (int64_t)nbytes);
     plain_add(&m->main_allocs, 1);
     plain_add(&all_devices.main_allocated, (int64_t)nbytes);
+    em_class_note_main(device, nbytes, 1);
   } else {
     __atomic_add_fetch(&m->shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
     __atomic_add_fetch(&m->shared_allocs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&all_devices.shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
+    em_class_note_shared(device, nbytes, 1);
   }
   int64_t now = allocated_on(m);
   int64_t peak = __atomic_load_n(&m->peak, __ATOMIC_RELAXED);
@@ -101,9 +104,11 @@ void em_memory_note_free(int device, size_t nbytes) {
   if (on_main_thread()) {
     plain_add(&m->main_allocated, -(int64_t)nbytes);
     plain_add(&all_devices.main_allocated, -(int64_t)nbytes);
+    em_class_note_main(device, nbytes, -1);
   } else {
     __atomic_sub_fetch(&m->shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&all_devices.shared_allocated, (int64_t)nbytes, __ATOMIC_RELAXED);
+    em_class_note_shared(device, nbytes, -1);
   }
   if (em_prof_active()) em_prof_memory(device, -(int64_t)nbytes);
 }

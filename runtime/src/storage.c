@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "memory/memory_debug.h"
 
 /* Small CPU storages carry their data in the same block as the header: one malloc per tensor
  * fewer on the path of every small op. The header is padded so the data is 16-byte aligned. */
@@ -146,6 +147,7 @@ void em_storage_release(em_storage *s) {
   if (__atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) != 1 &&
       __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0)
     return;
+  em_history_note_release(s);
   if (s->backend_ctx == &block_marker) {
     em_memory_note_free(EM_CPU, s->nbytes);
     tensor_block *b = (tensor_block *)((char *)s - offsetof(tensor_block, s));

@@ -7,6 +7,7 @@
 
 #include "autograd/autograd.h"
 #include "backend.h"
+#include "memory/memory_debug.h"
 
 int64_t em_shape_numel(int ndim, const int64_t *sizes) {
   int64_t n = 1;
@@ -209,6 +210,7 @@ em_tensor *em_empty_unchecked(int ndim, const int64_t *sizes, em_dtype dtype, in
       init_header(small, ndim, sizes, dtype, device);
       small->storage = s;
       small->reserved = EM_HEADER_IN_BLOCK;
+      em_history_note_new(small);
       return small;
     }
   }
@@ -219,6 +221,7 @@ em_tensor *em_empty_unchecked(int ndim, const int64_t *sizes, em_dtype dtype, in
     free(t);
     return NULL;
   }
+  em_history_note_new(t);
   return t;
 }
 
@@ -238,6 +241,7 @@ em_tensor *em_empty_pinned(int ndim, const int64_t *sizes, em_dtype dtype, int d
     free(t);
     return NULL;
   }
+  em_history_note_new(t);
   return t;
 }
 

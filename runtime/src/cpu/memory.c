@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "../memory/memory_debug.h"
 
 enum { LARGE_BLOCK = 1 << 16, SMALL_ALIGN_LIMIT = 4096, NUM_CLASSES = 8 * 44 };
 static const int64_t cache_cap = (int64_t)2 << 30; /* bytes kept cached at most */
@@ -120,4 +121,24 @@ void em_cpu_free(void *p, size_t nbytes) {
     if (cls < NUM_CLASSES && cache_put(p, cls, class_bytes)) return;
   }
   free(p);
+}
+
+/* ---- census (ember.memory.summary) ---------------------------------------------------------
+ * The cached blocks by the census's power-of-two classes. Blocks of one free list all have
+ * their class's rounded size; no block is merged with another, so the largest one is the
+ * largest request the cache can serve whole. */
+void em_cpu_cache_census(em_memory_census *out) {
+  pthread_mutex_lock(&cache_lock);
+  for (int c = 0; c < NUM_CLASSES; c++) {
+    int64_t n = 0;
+    for (cached_block *b = free_lists[c]; b; b = b->next) n++;
+    if (n == 0) continue;
+    int log2 = c / 8 + 16;
+    int64_t class_bytes = (int64_t)(8 + c % 8) << (log2 - 3);
+    em_memory_class *k = &out->classes[em_memory_class_of((uint64_t)class_bytes)];
+    k->cached_blocks += n;
+    k->cached_bytes += n * class_bytes;
+    if (class_bytes > out->largest_free) out->largest_free = class_bytes;
+  }
+  pthread_mutex_unlock(&cache_lock);
 }

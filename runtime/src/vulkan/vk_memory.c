@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "vk.h"
+#include "../memory/memory_debug.h"
 
 struct vk_range {
   uint64_t offset, size, epoch;
@@ -321,4 +322,24 @@ int em_vk_empty_cache(void *ctx) {
   if (rc == 0) em_vk_pinned_release_all(D);
   pthread_mutex_unlock(&D->lock);
   return rc;
+}
+
+/* ---- census (ember.memory.summary) ---------------------------------------------------------
+ * The free ranges of every slab by the census's power-of-two classes, the largest of them (a
+ * request up to that size fits without a new slab) and the slabs themselves. */
+void em_vk_memory_census(int device, em_memory_census *out) {
+  vk_device *D = em_vk_device(device);
+  if (D == NULL) return;
+  pthread_mutex_lock(&D->lock);
+  for (vk_slab *slab = D->mem.slabs; slab; slab = slab->next) {
+    out->segments++;
+    out->segment_bytes += (int64_t)slab->size;
+    for (vk_range *r = slab->free; r; r = r->next) {
+      em_memory_class *k = &out->classes[em_memory_class_of(r->size)];
+      k->cached_blocks++;
+      k->cached_bytes += (int64_t)r->size;
+      if ((int64_t)r->size > out->largest_free) out->largest_free = (int64_t)r->size;
+    }
+  }
+  pthread_mutex_unlock(&D->lock);
 }
