@@ -322,3 +322,15 @@ int em_vk_empty_cache(void *ctx) {
   pthread_mutex_unlock(&D->lock);
   return rc;
 }
+
+bool em_vk_pinned_live(vk_device *D); /* vk_pinned.c */
+
+bool em_vk_has_live_memory(vk_device *D) {
+  for (vk_slab *s = D->mem.slabs; s; s = s->next)
+    if (s->used != 0) return true;
+  for (vk_staging *st = D->staging; st; st = st->next)
+    if (st->held) return true; /* an unfinished em_read */
+  return em_vk_pinned_live(D);
+}
+
+void em_vk_memory_destroy(vk_device *D) { release_empty_slabs(D); }

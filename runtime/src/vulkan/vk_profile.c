@@ -48,11 +48,10 @@ static int by_time(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void report(void) {
-  for (int d = 0; d < nprofiled; d++) {
-    vk_device *D = profiled[d];
+static void report_device(vk_device *D) {
+  {
     struct vk_profile *P = D->profile;
-    if (P == NULL || P->nstats == 0) continue;
+    if (P == NULL || P->nstats == 0) return;
     qsort(P->stats, (size_t)P->nstats, sizeof P->stats[0], by_time);
     double total = 0;
     for (int i = 0; i < P->nstats; i++) total += P->stats[i].ns;
@@ -75,6 +74,23 @@ static void report(void) {
     if (P->dropped) fprintf(stderr, "(%llu dispatches of further kinds not counted)\n",
                             (unsigned long long)P->dropped);
   }
+}
+
+static void report(void) {
+  for (int d = 0; d < nprofiled; d++)
+    if (profiled[d]) report_device(profiled[d]);
+}
+
+void em_vk_profile_destroy(vk_device *D) {
+  struct vk_profile *P = D->profile;
+  if (P == NULL) return;
+  report_device(D); /* now: the device is gone by the time the process exits */
+  for (int f = 0; f < VK_FRAMES; f++)
+    if (P->pool[f]) D->fn.vkDestroyQueryPool(D->dev, P->pool[f], NULL);
+  for (int d = 0; d < nprofiled; d++)
+    if (profiled[d] == D) profiled[d] = NULL;
+  free(P);
+  D->profile = NULL;
 }
 
 int em_vk_profile_init(vk_device *D) {
