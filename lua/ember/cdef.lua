@@ -39,24 +39,36 @@ typedef struct em_tensor {
   em_grad_meta *grad_meta;   /* autograd metadata, NULL for plain tensors */
 } em_tensor;
 
-/* ---- errors -------------------------------------------------------------------------------- */
+/* ---- errors --------------------------------------------------------------------------------
+ * The message and the kind are per thread and sticky, like errno: a failing call sets both, a
+ * successful call leaves them as they were. Read them right after a call returned its failure
+ * value (NULL, -1); after a success they may describe an older failure. em_clear_error resets
+ * them to "" and EM_OK. */
+/* The thread's last message, "" if none: borrowed from a thread-local buffer that the thread's
+ * next failure (or em_clear_error) overwrites; copy it to keep it. Never NULL. */
 const char *em_last_error(void);
+/* The kind of the thread's last failure (EM_OK when none since em_clear_error). */
 em_error_kind em_last_error_kind(void);
 void em_clear_error(void);
-/* Sets the thread's message: how hooks and other callbacks report failure. */
+/* Sets the thread's message (copied; NULL stands for "unknown error") and the kind
+ * EM_ERR_VALUE: how hooks and other callbacks report failure. */
 void em_set_error(const char *message);
 
 /* ---- dtypes -------------------------------------------------------------------------------- */
-const char *em_dtype_name(em_dtype dtype);       /* "float32", ... */
+/* "float32", ... ("?" for an unknown dtype): static string. */
+const char *em_dtype_name(em_dtype dtype);
 int em_dtype_from_name(const char *name);        /* -1 with an error for unknown names */
 size_t em_dtype_size(em_dtype dtype);
 int em_dtype_is_floating(em_dtype dtype);
 em_dtype em_promote_types(em_dtype a, em_dtype b);
+/* The dtype an op on a and b computes in; EM_NUM_DTYPES with an error when one is NULL. */
 em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
 
 /* ---- devices ------------------------------------------------------------------------------- */
 int em_device_count(void);                       /* devices known to this process, cpu included */
-const char *em_device_name(int device);          /* "cpu", "vulkan:0" */
+/* "cpu", "vulkan:0", "?" for an unknown id: borrowed from the registry, valid until
+ * em_shutdown (copy it to keep it). */
+const char *em_device_name(int device);
 int em_device_parse(const char *spec);           /* "cpu", "auto", ... -> id, or -1 */
 int em_default_device(void);
 int em_set_default_device(int device);
@@ -77,7 +89,8 @@ int em_memory_stats_get(int device, em_memory_stats *out);
 int em_memory_set_limit(int device, int64_t bytes);
 int em_memory_reset_peak(int device);
 int em_memory_empty_cache(int device);
-/* Called once when an allocation fails, before the retry (an embedder frees what it can). */
+/* Called once when an allocation fails, before the retry (an embedder frees what it can).
+ * em_set_gc_hook(NULL, NULL) removes the hook. */
 typedef void (*em_gc_hook)(void *userdata);
 void em_set_gc_hook(em_gc_hook hook, void *userdata);
 /* Bytes allocated since the host last collected garbage; a host with a tracing GC (Lua) reads
@@ -134,11 +147,16 @@ int64_t em_memory_history_get(int device, em_memory_block *out, int64_t cap);
 int64_t em_memory_history_next_id(void);
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
+/* Adds a reference to t and returns t itself (the caller now owns one more). NULL gives NULL
+ * (not an error). */
 em_tensor *em_retain(em_tensor *t);
+/* Drops one reference; the last one frees the header, and the storage once no view uses it.
+ * NULL does nothing. */
 void em_release(em_tensor *t);
 int64_t em_numel(const em_tensor *t);
 int em_is_contiguous(const em_tensor *t);
-/* Pointer to element 0 of a CPU tensor (offset applied); NULL with an error on other devices. */
+/* Pointer to element 0 of a CPU tensor (offset applied); NULL with an error on other devices.
+ * Borrowed from t's storage: valid while t (or another view of its storage) lives. */
 void *em_data_ptr(const em_tensor *t);
 int64_t em_storage_version(const em_tensor *t);
 int em_same_storage(const em_tensor *a, const em_tensor *b);
@@ -156,9 +174,22 @@ int em_pinned_device(const em_tensor *t);
 em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device);
-/* Copies ndim/sizes worth of contiguous elements of type `src_dtype` from host memory. */
+/* Copies ndim/sizes worth of contiguous elements of type `src_dtype` from host memory (data
+ * stays the caller's; em_from_blob wraps it without a copy). */
 em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const int64_t *sizes,
                           em_dtype dtype, int device);
+/* A CPU tensor over the caller's memory, without a copy (PyTorch's from_blob): element i of
+ * dimension d lies at data + sum(i_d * strides[d]) elements. strides NULL means contiguous;
+ * strides must be >= 0. Writes through the tensor (and its views) change the caller's
+ * buffer, and the caller's writes show in the tensor. data must stay valid, aligned for the
+ * dtype, until deleter(data, ctx) runs: exactly once, on the thread that drops the last
+ * reference to the storage (the last view of it, Lua's included). deleter may be NULL when
+ * the caller outlives every view by other means. Ownership passes at the call: when
+ * em_from_blob fails (NULL with an error), it has already run deleter(data, ctx). The memory
+ * counts in no em_memory_stats. Ops that need contiguous input copy a strided blob first. */
+em_tensor *em_from_blob(void *data, em_dtype dtype, int ndim, const int64_t *sizes,
+                        const int64_t *strides, void (*deleter)(void *data, void *ctx),
+                        void *ctx);
 /* A 0-dim tensor holding v. With wrapped != 0 it is a "wrapped number" (see the flags). */
 em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped);
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device);
@@ -168,6 +199,7 @@ em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device);
 /* ---- random numbers (Philox-4x32-10; see docs/design.md) ----------------------------------- */
 void em_manual_seed(uint64_t seed);
 uint64_t em_initial_seed(void);
+/* Either pointer may be NULL (that part is not read). */
 void em_rng_get_state(uint64_t *seed, uint64_t *offset);
 void em_rng_set_state(uint64_t seed, uint64_t offset);
 em_tensor *em_rand(int ndim, const int64_t *sizes, em_dtype dtype, int device);
@@ -223,6 +255,8 @@ int em_item_int64(const em_tensor *t, int64_t *out);
  * (counted in em_device_info.host_waits) and returns 1. -1 on error (r freed). em_read_free
  * drops an unfinished read. On the CPU the data is copied at start. */
 typedef struct em_read em_read;
+/* The caller owns the em_read: em_read_finish (once it returns 1 or -1) or em_read_free frees
+ * it. em_read_free(NULL) does nothing. */
 em_read *em_read_start(const em_tensor *t);
 int em_read_finish(em_read *r, void *dst, int wait);
 void em_read_free(em_read *r);
@@ -248,6 +282,7 @@ typedef enum em_binary_op {
   EM_NUM_BINARY
 } em_binary_op;
 
+/* "neg", "add", ...: static strings ("?" for an unknown op). */
 const char *em_unary_name(em_unary_op op);
 const char *em_binary_name(em_binary_op op);
 
@@ -285,7 +320,7 @@ em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, const int *
 em_tensor *em_var(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
 em_tensor *em_std(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
 em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int keepdim);
-/* Values and 0-based int64 indices along dim. */
+/* Values and 0-based int64 indices along dim (new references in *values and *indices). */
 int em_max_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
 int em_min_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
 /* dim may be EM_ALL_DIMS: the index into the flattened tensor. */
@@ -360,7 +395,8 @@ em_tensor *em_grad(const em_tensor *t);
 int em_set_grad(em_tensor *t, const em_tensor *grad);
 /* Asks a non-leaf tensor to keep its gradient in .grad during backward. */
 int em_retain_grad(em_tensor *t);
-/* The name of the node that produced t ("MulBackward", ...), or NULL for leaves. */
+/* The name of the node that produced t ("MulBackward", ...), or NULL for leaves (no error
+ * set; NULL t sets one). Borrowed from t's node: valid while t lives. */
 const char *em_grad_fn_name(const em_tensor *t);
 /* A tensor sharing t's storage, cut from the graph. */
 em_tensor *em_detach(const em_tensor *t);
@@ -380,8 +416,8 @@ int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *grads,
 int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
                      int n_inputs, em_tensor *const *inputs, em_tensor **results,
                      int retain_graph, int create_graph, int allow_unused);
-/* A hook sees each gradient computed for t; it returns NULL to keep it, or a new reference to
- * use instead. Returns a hook id for em_remove_hook. */
+/* A hook sees each gradient computed for t (borrowed); it returns NULL to keep it, or a new
+ * reference to use instead, which the engine then owns. Returns a hook id for em_remove_hook. */
 typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
 int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
 int em_remove_hook(em_tensor *t, int hook_id);
@@ -414,7 +450,7 @@ int em_function_apply(const char *name, int n_inputs, em_tensor *const *inputs, 
 /* A release for hosts that must not be called back at any moment (a garbage collector may free
  * a graph while the host cannot run code: LuaJIT): it queues ctx, and the host takes the queued
  * contexts when it can (thread-safe). Returns how many it stored in ctxs (at most cap). */
-void em_function_release_later(void *ctx);
+void em_function_release_later(void *ctx);  /* NULL does nothing */
 int em_function_take_released(void **ctxs, int cap);
 
 /* ---- autocast: mixed precision (runtime/src/autocast.c; docs/amp.md) ----------------------
@@ -573,20 +609,23 @@ int64_t em_gzip_limit(void);
 /* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
  * byte ranges against the file size); tensors are then read one at a time, on demand. */
 typedef struct em_safetensors em_safetensors;
+/* The caller owns the handle and frees it with em_safetensors_close (NULL does nothing). */
 em_safetensors *em_safetensors_open(const char *path);
 void em_safetensors_close(em_safetensors *f);
 int64_t em_safetensors_count(const em_safetensors *f);
+/* Tensor i's name: borrowed from f, valid until em_safetensors_close(f). */
 const char *em_safetensors_name(const em_safetensors *f, int64_t i);
 /* The index of the tensor called name, or -1 (no error set). */
 int64_t em_safetensors_find(const em_safetensors *f, const char *name);
 /* Reads tensor i into a new CPU tensor. */
 em_tensor *em_safetensors_tensor(const em_safetensors *f, int64_t i);
-/* The __metadata__ entries (string keys and values). */
+/* The __metadata__ entries (string keys and values): borrowed from f, valid until
+ * em_safetensors_close(f). */
 int64_t em_safetensors_metadata_count(const em_safetensors *f);
 const char *em_safetensors_metadata_key(const em_safetensors *f, int64_t i);
 const char *em_safetensors_metadata_value(const em_safetensors *f, int64_t i);
 /* Writes n named tensors (any layout and device; stored contiguous and little-endian) and
- * n_meta metadata strings, atomically. */
+ * n_meta metadata strings, atomically. Every array is borrowed (read during the call only). */
 int em_safetensors_save(const char *path, int64_t n, const char *const *names,
                         em_tensor *const *tensors, int64_t n_meta, const char *const *keys,
                         const char *const *values);
@@ -598,6 +637,8 @@ int em_safetensors_save(const char *path, int64_t n, const char *const *names,
  * num_workers == 0 gathers on the caller's thread in em_prefetcher_next. pin_device >= 0
  * builds the batches in that device's pinned memory (em_empty_pinned); -1: ordinary memory. */
 typedef struct em_prefetcher em_prefetcher;
+/* The sources are retained (the caller may release its own references); the caller owns the
+ * prefetcher and frees it with em_prefetcher_free (NULL does nothing). */
 em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
                                  const int64_t *indices, int64_t batch_size, int num_workers,
                                  int depth, int pin_device);
@@ -712,6 +753,24 @@ typedef struct em_device_info {
 } em_device_info;
 
 int em_device_info_get(int device, em_device_info *out);
+
+/* ---- start-up and shutdown (runtime/src/lifecycle.c) ----------------------------------------
+ * Nothing needs initializing: the CPU is ready at load, and devices start on first need
+ * (above). em_init does that start-up now instead, so that its errors and its time come at a
+ * known point: it applies EMBER_DEVICE / EMBER_STRICT_DEVICE (em_device_startup) and starts
+ * the default device. 0, or -1 with the reason.
+ *
+ * em_shutdown waits for every started device's work, then releases the devices: Vulkan
+ * devices and the instance are destroyed (their memory, pipelines and the cached pipeline
+ * file are saved or freed), the CPU allocator's caches are freed, and the default device is
+ * the CPU again. It refuses (-1, nothing released) while tensors on a Vulkan device, or CPU
+ * tensors in a device's pinned memory, are alive: release them first. CPU tensors may stay
+ * alive and keep working. After em_shutdown every function still works: the next call that
+ * needs a device discovers and starts it again, as at the first start (em_shutdown then
+ * em_init is a full restart). Call both while no other thread is using Ember. Calling
+ * em_shutdown twice, or without any device started, is harmless. */
+int em_init(void);
+int em_shutdown(void);
 /* Strict mode: when auto's GPU fails to start, raise instead of falling back to the CPU.
  * EMBER_STRICT_DEVICE=1 sets it at start-up. Both return the previous mode. */
 int em_set_strict_device(int strict);

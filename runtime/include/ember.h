@@ -9,6 +9,21 @@
  *  - Functions that return int return 0 on success and -1 on failure.
  *  - On failure, em_last_error() gives a thread-local message such as
  *    "add: shapes [3,4] and [5] cannot broadcast". Nothing aborts on bad input.
+ *  - A NULL where a pointer is required is such a failure ("ones: expected sizes, got NULL"),
+ *    never a crash. The functions that accept NULL say so (em_release(NULL) does nothing).
+ *
+ * Ownership (who frees what; each declaration below says which case it is)
+ *  - "new reference": the caller owns one reference and drops it with em_release. Every
+ *    function returning em_tensor * returns one, and so does every em_tensor ** out-argument.
+ *  - Tensors passed in are borrowed: no function consumes a reference it was given, and the
+ *    caller may release its tensors as soon as the call returns (ops keep what they need).
+ *    Arrays of tensors (em_tensor *const *) are borrowed the same way.
+ *  - "static string": a const char * that lives as long as the process; never freed.
+ *  - "borrowed from X": valid as long as X lives (or until the call named); never freed.
+ *  - Opaque handles (em_safetensors, em_read, em_prefetcher) belong to the caller, who
+ *    frees each with the function named next to its constructor.
+ *  - Lazy start-up: nothing needs initializing. Devices start on first need; em_shutdown
+ *    releases them (see "start-up and shutdown" below).
  *  - Dimensions and indices are 0-based in C. A negative dimension counts from the end (-1 is
  *    the last). Index tensors (gather, index_select, argmax results, ...) are int64 and 0-based;
  *    the Lua layer converts them to and from Torch7's 1-based convention.
@@ -77,24 +92,36 @@ typedef struct em_tensor {
   em_grad_meta *grad_meta;   /* autograd metadata, NULL for plain tensors */
 } em_tensor;
 
-/* ---- errors -------------------------------------------------------------------------------- */
+/* ---- errors --------------------------------------------------------------------------------
+ * The message and the kind are per thread and sticky, like errno: a failing call sets both, a
+ * successful call leaves them as they were. Read them right after a call returned its failure
+ * value (NULL, -1); after a success they may describe an older failure. em_clear_error resets
+ * them to "" and EM_OK. */
+/* The thread's last message, "" if none: borrowed from a thread-local buffer that the thread's
+ * next failure (or em_clear_error) overwrites; copy it to keep it. Never NULL. */
 EM_API const char *em_last_error(void);
+/* The kind of the thread's last failure (EM_OK when none since em_clear_error). */
 EM_API em_error_kind em_last_error_kind(void);
 EM_API void em_clear_error(void);
-/* Sets the thread's message: how hooks and other callbacks report failure. */
+/* Sets the thread's message (copied; NULL stands for "unknown error") and the kind
+ * EM_ERR_VALUE: how hooks and other callbacks report failure. */
 EM_API void em_set_error(const char *message);
 
 /* ---- dtypes -------------------------------------------------------------------------------- */
-EM_API const char *em_dtype_name(em_dtype dtype);       /* "float32", ... */
+/* "float32", ... ("?" for an unknown dtype): static string. */
+EM_API const char *em_dtype_name(em_dtype dtype);
 EM_API int em_dtype_from_name(const char *name);        /* -1 with an error for unknown names */
 EM_API size_t em_dtype_size(em_dtype dtype);
 EM_API int em_dtype_is_floating(em_dtype dtype);
 EM_API em_dtype em_promote_types(em_dtype a, em_dtype b);
+/* The dtype an op on a and b computes in; EM_NUM_DTYPES with an error when one is NULL. */
 EM_API em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
 
 /* ---- devices ------------------------------------------------------------------------------- */
 EM_API int em_device_count(void);                       /* devices known to this process, cpu included */
-EM_API const char *em_device_name(int device);          /* "cpu", "vulkan:0" */
+/* "cpu", "vulkan:0", "?" for an unknown id: borrowed from the registry, valid until
+ * em_shutdown (copy it to keep it). */
+EM_API const char *em_device_name(int device);
 EM_API int em_device_parse(const char *spec);           /* "cpu", "auto", ... -> id, or -1 */
 EM_API int em_default_device(void);
 EM_API int em_set_default_device(int device);
@@ -115,7 +142,8 @@ EM_API int em_memory_stats_get(int device, em_memory_stats *out);
 EM_API int em_memory_set_limit(int device, int64_t bytes);
 EM_API int em_memory_reset_peak(int device);
 EM_API int em_memory_empty_cache(int device);
-/* Called once when an allocation fails, before the retry (an embedder frees what it can). */
+/* Called once when an allocation fails, before the retry (an embedder frees what it can).
+ * em_set_gc_hook(NULL, NULL) removes the hook. */
 typedef void (*em_gc_hook)(void *userdata);
 EM_API void em_set_gc_hook(em_gc_hook hook, void *userdata);
 /* Bytes allocated since the host last collected garbage; a host with a tracing GC (Lua) reads
@@ -172,11 +200,16 @@ EM_API int64_t em_memory_history_get(int device, em_memory_block *out, int64_t c
 EM_API int64_t em_memory_history_next_id(void);
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
+/* Adds a reference to t and returns t itself (the caller now owns one more). NULL gives NULL
+ * (not an error). */
 EM_API em_tensor *em_retain(em_tensor *t);
+/* Drops one reference; the last one frees the header, and the storage once no view uses it.
+ * NULL does nothing. */
 EM_API void em_release(em_tensor *t);
 EM_API int64_t em_numel(const em_tensor *t);
 EM_API int em_is_contiguous(const em_tensor *t);
-/* Pointer to element 0 of a CPU tensor (offset applied); NULL with an error on other devices. */
+/* Pointer to element 0 of a CPU tensor (offset applied); NULL with an error on other devices.
+ * Borrowed from t's storage: valid while t (or another view of its storage) lives. */
 EM_API void *em_data_ptr(const em_tensor *t);
 EM_API int64_t em_storage_version(const em_tensor *t);
 EM_API int em_same_storage(const em_tensor *a, const em_tensor *b);
@@ -194,9 +227,22 @@ EM_API int em_pinned_device(const em_tensor *t);
 EM_API em_tensor *em_zeros(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 EM_API em_tensor *em_ones(int ndim, const int64_t *sizes, em_dtype dtype, int device);
 EM_API em_tensor *em_full(int ndim, const int64_t *sizes, double value, em_dtype dtype, int device);
-/* Copies ndim/sizes worth of contiguous elements of type `src_dtype` from host memory. */
+/* Copies ndim/sizes worth of contiguous elements of type `src_dtype` from host memory (data
+ * stays the caller's; em_from_blob wraps it without a copy). */
 EM_API em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const int64_t *sizes,
                           em_dtype dtype, int device);
+/* A CPU tensor over the caller's memory, without a copy (PyTorch's from_blob): element i of
+ * dimension d lies at data + sum(i_d * strides[d]) elements. strides NULL means contiguous;
+ * strides must be >= 0. Writes through the tensor (and its views) change the caller's
+ * buffer, and the caller's writes show in the tensor. data must stay valid, aligned for the
+ * dtype, until deleter(data, ctx) runs: exactly once, on the thread that drops the last
+ * reference to the storage (the last view of it, Lua's included). deleter may be NULL when
+ * the caller outlives every view by other means. Ownership passes at the call: when
+ * em_from_blob fails (NULL with an error), it has already run deleter(data, ctx). The memory
+ * counts in no em_memory_stats. Ops that need contiguous input copy a strided blob first. */
+EM_API em_tensor *em_from_blob(void *data, em_dtype dtype, int ndim, const int64_t *sizes,
+                        const int64_t *strides, void (*deleter)(void *data, void *ctx),
+                        void *ctx);
 /* A 0-dim tensor holding v. With wrapped != 0 it is a "wrapped number" (see the flags). */
 EM_API em_tensor *em_scalar_tensor(double v, em_dtype dtype, int device, int wrapped);
 EM_API em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device);
@@ -206,6 +252,7 @@ EM_API em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, int device);
 /* ---- random numbers (Philox-4x32-10; see docs/design.md) ----------------------------------- */
 EM_API void em_manual_seed(uint64_t seed);
 EM_API uint64_t em_initial_seed(void);
+/* Either pointer may be NULL (that part is not read). */
 EM_API void em_rng_get_state(uint64_t *seed, uint64_t *offset);
 EM_API void em_rng_set_state(uint64_t seed, uint64_t offset);
 EM_API em_tensor *em_rand(int ndim, const int64_t *sizes, em_dtype dtype, int device);
@@ -261,6 +308,8 @@ EM_API int em_item_int64(const em_tensor *t, int64_t *out);
  * (counted in em_device_info.host_waits) and returns 1. -1 on error (r freed). em_read_free
  * drops an unfinished read. On the CPU the data is copied at start. */
 typedef struct em_read em_read;
+/* The caller owns the em_read: em_read_finish (once it returns 1 or -1) or em_read_free frees
+ * it. em_read_free(NULL) does nothing. */
 EM_API em_read *em_read_start(const em_tensor *t);
 EM_API int em_read_finish(em_read *r, void *dst, int wait);
 EM_API void em_read_free(em_read *r);
@@ -286,6 +335,7 @@ typedef enum em_binary_op {
   EM_NUM_BINARY
 } em_binary_op;
 
+/* "neg", "add", ...: static strings ("?" for an unknown op). */
 EM_API const char *em_unary_name(em_unary_op op);
 EM_API const char *em_binary_name(em_binary_op op);
 
@@ -323,7 +373,7 @@ EM_API em_tensor *em_reduce(em_reduce_op op, const em_tensor *x, int ndims, cons
 EM_API em_tensor *em_var(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
 EM_API em_tensor *em_std(const em_tensor *x, int ndims, const int *dims, double correction, int keepdim);
 EM_API em_tensor *em_norm(const em_tensor *x, double p, int ndims, const int *dims, int keepdim);
-/* Values and 0-based int64 indices along dim. */
+/* Values and 0-based int64 indices along dim (new references in *values and *indices). */
 EM_API int em_max_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
 EM_API int em_min_dim(const em_tensor *x, int dim, int keepdim, em_tensor **values, em_tensor **indices);
 /* dim may be EM_ALL_DIMS: the index into the flattened tensor. */
@@ -398,7 +448,8 @@ EM_API em_tensor *em_grad(const em_tensor *t);
 EM_API int em_set_grad(em_tensor *t, const em_tensor *grad);
 /* Asks a non-leaf tensor to keep its gradient in .grad during backward. */
 EM_API int em_retain_grad(em_tensor *t);
-/* The name of the node that produced t ("MulBackward", ...), or NULL for leaves. */
+/* The name of the node that produced t ("MulBackward", ...), or NULL for leaves (no error
+ * set; NULL t sets one). Borrowed from t's node: valid while t lives. */
 EM_API const char *em_grad_fn_name(const em_tensor *t);
 /* A tensor sharing t's storage, cut from the graph. */
 EM_API em_tensor *em_detach(const em_tensor *t);
@@ -418,8 +469,8 @@ EM_API int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *
 EM_API int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
                      int n_inputs, em_tensor *const *inputs, em_tensor **results,
                      int retain_graph, int create_graph, int allow_unused);
-/* A hook sees each gradient computed for t; it returns NULL to keep it, or a new reference to
- * use instead. Returns a hook id for em_remove_hook. */
+/* A hook sees each gradient computed for t (borrowed); it returns NULL to keep it, or a new
+ * reference to use instead, which the engine then owns. Returns a hook id for em_remove_hook. */
 typedef em_tensor *(*em_grad_hook)(em_tensor *grad, void *userdata);
 EM_API int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata);
 EM_API int em_remove_hook(em_tensor *t, int hook_id);
@@ -452,7 +503,7 @@ EM_API int em_function_apply(const char *name, int n_inputs, em_tensor *const *i
 /* A release for hosts that must not be called back at any moment (a garbage collector may free
  * a graph while the host cannot run code: LuaJIT): it queues ctx, and the host takes the queued
  * contexts when it can (thread-safe). Returns how many it stored in ctxs (at most cap). */
-EM_API void em_function_release_later(void *ctx);
+EM_API void em_function_release_later(void *ctx);  /* NULL does nothing */
 EM_API int em_function_take_released(void **ctxs, int cap);
 
 /* ---- autocast: mixed precision (runtime/src/autocast.c; docs/amp.md) ----------------------
@@ -611,20 +662,23 @@ EM_API int64_t em_gzip_limit(void);
 /* safetensors checkpoints. em_safetensors_open validates the whole header (shapes, dtypes,
  * byte ranges against the file size); tensors are then read one at a time, on demand. */
 typedef struct em_safetensors em_safetensors;
+/* The caller owns the handle and frees it with em_safetensors_close (NULL does nothing). */
 EM_API em_safetensors *em_safetensors_open(const char *path);
 EM_API void em_safetensors_close(em_safetensors *f);
 EM_API int64_t em_safetensors_count(const em_safetensors *f);
+/* Tensor i's name: borrowed from f, valid until em_safetensors_close(f). */
 EM_API const char *em_safetensors_name(const em_safetensors *f, int64_t i);
 /* The index of the tensor called name, or -1 (no error set). */
 EM_API int64_t em_safetensors_find(const em_safetensors *f, const char *name);
 /* Reads tensor i into a new CPU tensor. */
 EM_API em_tensor *em_safetensors_tensor(const em_safetensors *f, int64_t i);
-/* The __metadata__ entries (string keys and values). */
+/* The __metadata__ entries (string keys and values): borrowed from f, valid until
+ * em_safetensors_close(f). */
 EM_API int64_t em_safetensors_metadata_count(const em_safetensors *f);
 EM_API const char *em_safetensors_metadata_key(const em_safetensors *f, int64_t i);
 EM_API const char *em_safetensors_metadata_value(const em_safetensors *f, int64_t i);
 /* Writes n named tensors (any layout and device; stored contiguous and little-endian) and
- * n_meta metadata strings, atomically. */
+ * n_meta metadata strings, atomically. Every array is borrowed (read during the call only). */
 EM_API int em_safetensors_save(const char *path, int64_t n, const char *const *names,
                         em_tensor *const *tensors, int64_t n_meta, const char *const *keys,
                         const char *const *values);
@@ -636,6 +690,8 @@ EM_API int em_safetensors_save(const char *path, int64_t n, const char *const *n
  * num_workers == 0 gathers on the caller's thread in em_prefetcher_next. pin_device >= 0
  * builds the batches in that device's pinned memory (em_empty_pinned); -1: ordinary memory. */
 typedef struct em_prefetcher em_prefetcher;
+/* The sources are retained (the caller may release its own references); the caller owns the
+ * prefetcher and frees it with em_prefetcher_free (NULL does nothing). */
 EM_API em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64_t n_indices,
                                  const int64_t *indices, int64_t batch_size, int num_workers,
                                  int depth, int pin_device);
@@ -750,6 +806,24 @@ typedef struct em_device_info {
 } em_device_info;
 
 EM_API int em_device_info_get(int device, em_device_info *out);
+
+/* ---- start-up and shutdown (runtime/src/lifecycle.c) ----------------------------------------
+ * Nothing needs initializing: the CPU is ready at load, and devices start on first need
+ * (above). em_init does that start-up now instead, so that its errors and its time come at a
+ * known point: it applies EMBER_DEVICE / EMBER_STRICT_DEVICE (em_device_startup) and starts
+ * the default device. 0, or -1 with the reason.
+ *
+ * em_shutdown waits for every started device's work, then releases the devices: Vulkan
+ * devices and the instance are destroyed (their memory, pipelines and the cached pipeline
+ * file are saved or freed), the CPU allocator's caches are freed, and the default device is
+ * the CPU again. It refuses (-1, nothing released) while tensors on a Vulkan device, or CPU
+ * tensors in a device's pinned memory, are alive: release them first. CPU tensors may stay
+ * alive and keep working. After em_shutdown every function still works: the next call that
+ * needs a device discovers and starts it again, as at the first start (em_shutdown then
+ * em_init is a full restart). Call both while no other thread is using Ember. Calling
+ * em_shutdown twice, or without any device started, is harmless. */
+EM_API int em_init(void);
+EM_API int em_shutdown(void);
 /* Strict mode: when auto's GPU fails to start, raise instead of falling back to the CPU.
  * EMBER_STRICT_DEVICE=1 sets it at start-up. Both return the previous mode. */
 EM_API int em_set_strict_device(int strict);

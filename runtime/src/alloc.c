@@ -152,6 +152,7 @@ int em_memory_oom_error(int device, size_t nbytes) {
 }
 
 int em_memory_stats_get(int device, em_memory_stats *out) {
+  EM_NOT_NULL(-1, out);
   if (em_check_device("memory.stats", device) != 0) return -1;
   device_memory *m = &memory[device];
   out->allocated = allocated_on(m);

@@ -337,3 +337,20 @@ int em_device_release_cache(int device) {
   if (__atomic_load_n(&devices[device].state, __ATOMIC_ACQUIRE) != 1) return 0;
   return devices[device].desc.empty_cache(devices[device].desc.ctx);
 }
+
+/* ---- shutdown ------------------------------------------------------------------------------ */
+
+int em_device_shutdown(void) {
+  pthread_mutex_lock(&registry_lock);
+  int rc = em_vulkan_shutdown();
+  if (rc == 0) {
+    for (int d = 1; d < EM_MAX_DEVICES; d++) devices[d] = (device_entry){0};
+    __atomic_store_n(&device_count, 1, __ATOMIC_RELEASE);
+    default_device = EM_CPU;
+    fallback_warned = 0;
+    __atomic_store_n(&startup_state, 0, __ATOMIC_RELEASE); /* EMBER_DEVICE applies again */
+    __atomic_store_n(&discovered, 0, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return rc;
+}

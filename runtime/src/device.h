@@ -43,5 +43,11 @@ int em_vulkan_discover(void);
 /* Why discovery found nothing ("the Vulkan loader libvulkan.so.1 is not installed", ...), or
  * "" when it found devices. */
 const char *em_vulkan_discovery_note(void);
+/* Destroys the Vulkan devices and instance (vk_instance.c); -1 with nothing destroyed while
+ * storages are alive on a device. */
+int em_vulkan_shutdown(void);
+/* em_shutdown's part in the registry (device.c): under the registry lock, shuts the Vulkan
+ * backend down and forgets its devices, so that the next need discovers them again. */
+int em_device_shutdown(void);
 
 #endif

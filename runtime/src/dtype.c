@@ -73,6 +73,7 @@ static int priority(const em_tensor *t) {
 }
 
 em_dtype em_result_type(const em_tensor *a, const em_tensor *b) {
+  EM_NOT_NULL(EM_NUM_DTYPES, a); EM_NOT_NULL(EM_NUM_DTYPES, b);
   em_dtype da = (em_dtype)a->dtype_id, db = (em_dtype)b->dtype_id;
   int pa = priority(a), pb = priority(b);
   if (pa == pb) return em_promote_types(da, db);

@@ -52,6 +52,11 @@ void em_error_prefix(const char *fn) {
   error_message[sizeof error_message - 1] = '\0';
 }
 
+void em_null_arg(const char *func, const char *arg) {
+  if (strncmp(func, "em_", 3) == 0) func += 3;
+  em_error("%s: expected %s, got NULL", func, arg);
+}
+
 const char *em_last_error(void) { return error_message; }
 em_error_kind em_last_error_kind(void) { return error_kind; }
 

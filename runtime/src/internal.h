@@ -32,6 +32,18 @@ void *em_error_null(const char *fmt, ...) EM_PRINTF(1, 2);
 /* Prefixes the current message with "fn: " unless it already starts with it. Used when an op
  * composed from others fails inside, so the user sees the op they called. */
 void em_error_prefix(const char *fn);
+/* EM_NOT_NULL(fail, p), first thing in a public function: when the caller's pointer p is NULL,
+ * the function returns fail (NULL, -1, ...) with "fn: expected p, got NULL", fn being the
+ * function's name without "em_" (tests/c/test_null_args.c calls every public function so).
+ * Checks that need a condition (sizes may be NULL when ndim is 0) are written out. */
+void em_null_arg(const char *func, const char *arg);
+#define EM_NOT_NULL(fail, p)                                                                  \
+  do {                                                                                        \
+    if (__builtin_expect((p) == NULL, 0)) {                                                   \
+      em_null_arg(__func__, #p);                                                              \
+      return fail;                                                                            \
+    }                                                                                         \
+  } while (0)
 /* Formats sizes as "[3,4]" into buf. */
 const char *em_shape_str(char *buf, size_t cap, int ndim, const int64_t *sizes);
 #define EM_SHAPE_BUF 128
@@ -54,7 +66,11 @@ typedef struct em_pinned_head {
 } em_pinned_head;
 /* A CPU storage of nbytes in `device`'s pinned memory. */
 em_storage *em_pinned_storage_new(int device, size_t nbytes);
-/* Whether a CPU storage is pinned (not inline, not in a tensor block, not plain). */
+/* A CPU storage over the caller's memory (em_from_blob, blob.c) has backend_ctx ==
+ * &em_blob_tag; em_blob_release runs its deleter and frees it (storage.c calls it). */
+extern char em_blob_tag;
+void em_blob_release(em_storage *s);
+/* Whether a CPU storage is pinned (not inline, not in a tensor block, not a blob, not plain). */
 bool em_storage_is_pinned(const em_storage *s);
 /* A CPU tensor header with its storage and nbytes of data in one block (small tensors only),
  * or NULL without an error when the caller should allocate the usual way. Only the header's

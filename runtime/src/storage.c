@@ -117,7 +117,7 @@ em_storage *em_storage_new(int device, size_t nbytes) {
 
 bool em_storage_is_pinned(const em_storage *s) {
   return s->device_id == EM_CPU && s->backend_ctx != NULL && s->backend_ctx != &inline_marker &&
-         s->backend_ctx != &block_marker;
+         s->backend_ctx != &block_marker && s->backend_ctx != &em_blob_tag;
 }
 
 em_storage *em_pinned_storage_new(int device, size_t nbytes) {
@@ -153,6 +153,10 @@ void em_storage_release(em_storage *s) {
     tensor_block *b = (tensor_block *)((char *)s - offsetof(tensor_block, s));
     if (s->nbytes <= POOL_DATA && em_on_main_thread() && pool_n < POOL_CAP) pool[pool_n++] = b;
     else free(b);
+    return;
+  }
+  if (s->backend_ctx == &em_blob_tag) { /* the caller's memory: its deleter, then the record */
+    em_blob_release(s);
     return;
   }
   if (s->backend_ctx == &inline_marker) {

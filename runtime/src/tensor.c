@@ -15,7 +15,10 @@ int64_t em_shape_numel(int ndim, const int64_t *sizes) {
   return n;
 }
 
-int64_t em_numel(const em_tensor *t) { return em_shape_numel(t->ndim, t->sizes); }
+int64_t em_numel(const em_tensor *t) {
+  EM_NOT_NULL(-1, t);
+  return em_shape_numel(t->ndim, t->sizes);
+}
 
 void em_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
   int64_t s = 1;
@@ -26,6 +29,7 @@ void em_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
 }
 
 int em_is_contiguous(const em_tensor *t) {
+  EM_NOT_NULL(-1, t);
   int64_t expected = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->sizes[i] == 0) return 1;
@@ -38,6 +42,7 @@ int em_is_contiguous(const em_tensor *t) {
 int em_check_shape(const char *fn, int ndim, const int64_t *sizes) {
   if (ndim < 0 || ndim > EM_MAX_DIMS)
     return em_error("%s: expected at most %d dimensions, got %d", fn, EM_MAX_DIMS, ndim);
+  if (ndim > 0 && sizes == NULL) return em_error("%s: expected sizes, got NULL", fn);
   for (int i = 0; i < ndim; i++) {
     if (sizes[i] < 0) {
       /* The whole shape, not a dimension number: C counts from 0 and Lua from 1. */
@@ -118,6 +123,7 @@ void em_release(em_tensor *t) {
 }
 
 void *em_data_ptr(const em_tensor *t) {
+  EM_NOT_NULL(NULL, t);
   if (t->device_id != EM_CPU)
     return em_error_null("data_ptr: expected a cpu tensor, got one on %s",
                          em_device_name(t->device_id));
@@ -125,9 +131,15 @@ void *em_data_ptr(const em_tensor *t) {
 }
 
 int64_t em_storage_version(const em_tensor *t) {
+  EM_NOT_NULL(-1, t);
   return __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED); /* em_bump_version */
 }
-int em_same_storage(const em_tensor *a, const em_tensor *b) { return a->storage == b->storage; }
+
+int em_same_storage(const em_tensor *a, const em_tensor *b) {
+  EM_NOT_NULL(-1, a);
+  EM_NOT_NULL(-1, b);
+  return a->storage == b->storage;
+}
 
 int em_check_same_device(const char *fn, int n, const em_tensor *const *ts) {
   int device = -1, first = -1;
@@ -246,6 +258,7 @@ em_tensor *em_empty_pinned(int ndim, const int64_t *sizes, em_dtype dtype, int d
 }
 
 int em_pinned_device(const em_tensor *t) {
+  EM_NOT_NULL(-1, t);
   const em_storage *s = t->storage;
   if (!em_storage_is_pinned(s)) return -1;
   return ((const em_pinned_head *)s->backend_ctx)->device;

@@ -9,6 +9,7 @@ echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo 
 "./$BUILD/ember" tests/bench/matmul_bf16.lua
 "./$BUILD/ember" tests/bench/matmul_batched.lua
 "./$BUILD/ember" tests/bench/attention.lua
+"./$BUILD/bench_tiny_op"
 "./$BUILD/ember" tests/bench/overhead.lua
 "./$BUILD/ember" tests/bench/elementwise.lua
 "./$BUILD/ember" tests/bench/training.lua

@@ -65,7 +65,7 @@ static void check_trace(int with_kernels) {
   }
   unlink(path);
   CHECK_ERROR(em_profiler_export_chrome_trace("/nonexistent-dir/t.json"),
-              "em_profiler_export_chrome_trace: cannot");
+              "profiler_export_chrome_trace: cannot");
 }
 
 /* While recording, every kernel slot of the CPU's table is the profiler's wrapper, except

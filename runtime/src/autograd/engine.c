@@ -355,6 +355,7 @@ done:
 int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
                      int n_inputs, em_tensor *const *inputs, em_tensor **results,
                      int retain_graph, int create_graph, int allow_unused) {
+  EM_NOT_NULL(-1, outputs); EM_NOT_NULL(-1, inputs); EM_NOT_NULL(-1, results);
   int rc = -1;
   em_node **roots = calloc((size_t)(n_outputs + n_inputs + 1), sizeof *roots);
   em_tensor **grads = calloc((size_t)(n_outputs + 1), sizeof *grads);

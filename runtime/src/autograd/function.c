@@ -260,6 +260,7 @@ void em_function_release_later(void *ctx) {
 }
 
 int em_function_take_released(void **ctxs, int cap) {
+  EM_NOT_NULL(-1, ctxs);
   pthread_mutex_lock(&queue_lock);
   int n = queue_count < cap ? queue_count : cap;
   if (n > 0) {

@@ -35,11 +35,15 @@ static em_grad_meta *meta_of(em_tensor *t) {
 }
 
 int em_requires_grad(const em_tensor *t) {
-  const em_grad_meta *m = t ? t->grad_meta : NULL;
+  EM_NOT_NULL(-1, t);
+  const em_grad_meta *m = t->grad_meta;
   return m != NULL && (m->requires_grad || m->grad_fn != NULL);
 }
 
-int em_is_leaf(const em_tensor *t) { return t->grad_meta == NULL || t->grad_meta->grad_fn == NULL; }
+int em_is_leaf(const em_tensor *t) {
+  EM_NOT_NULL(-1, t);
+  return t->grad_meta == NULL || t->grad_meta->grad_fn == NULL;
+}
 
 int em_set_requires_grad(em_tensor *t, int requires_grad) {
   if (t == NULL) return em_error("requires_grad_: expected a tensor, got NULL");
@@ -58,7 +62,8 @@ int em_set_requires_grad(em_tensor *t, int requires_grad) {
 }
 
 em_tensor *em_grad(const em_tensor *t) {
-  if (t == NULL || t->grad_meta == NULL) return NULL;
+  EM_NOT_NULL(NULL, t);
+  if (t->grad_meta == NULL) return NULL;
   em_ag_leaf_lock(t); /* a backward on another thread may be accumulating into it */
   em_tensor *g = em_retain(t->grad_meta->grad);
   em_ag_leaf_unlock(t);
@@ -101,7 +106,8 @@ int em_retain_grad(em_tensor *t) {
 }
 
 const char *em_grad_fn_name(const em_tensor *t) {
-  if (t == NULL || t->grad_meta == NULL || t->grad_meta->grad_fn == NULL) return NULL;
+  EM_NOT_NULL(NULL, t);
+  if (t->grad_meta == NULL || t->grad_meta->grad_fn == NULL) return NULL;
   return t->grad_meta->grad_fn->name;
 }
 

@@ -244,7 +244,10 @@ em_prefetcher *em_prefetcher_new(int n_sources, em_tensor *const *sources, int64
   return p;
 }
 
-int64_t em_prefetcher_num_batches(const em_prefetcher *p) { return p ? p->n_batches : 0; }
+int64_t em_prefetcher_num_batches(const em_prefetcher *p) {
+  EM_NOT_NULL(-1, p);
+  return p->n_batches;
+}
 
 int em_prefetcher_next(em_prefetcher *p, em_tensor **out) {
   if (p == NULL || out == NULL) return em_error("prefetcher: expected a prefetcher, got NULL");

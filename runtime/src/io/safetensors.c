@@ -317,7 +317,10 @@ void em_safetensors_close(em_safetensors *f) {
   free(f);
 }
 
-int64_t em_safetensors_count(const em_safetensors *f) { return f ? f->count : 0; }
+int64_t em_safetensors_count(const em_safetensors *f) {
+  EM_NOT_NULL(-1, f);
+  return f->count;
+}
 
 const char *em_safetensors_name(const em_safetensors *f, int64_t i) {
   if (f == NULL || i < 0 || i >= f->count)
@@ -327,13 +330,16 @@ const char *em_safetensors_name(const em_safetensors *f, int64_t i) {
 }
 
 int64_t em_safetensors_find(const em_safetensors *f, const char *name) {
-  if (f != NULL && name != NULL)
-    for (int64_t i = 0; i < f->count; i++)
+  EM_NOT_NULL(-1, f); EM_NOT_NULL(-1, name);
+  for (int64_t i = 0; i < f->count; i++)
       if (strcmp(f->entries[i].name, name) == 0) return i;
   return -1;
 }
 
-int64_t em_safetensors_metadata_count(const em_safetensors *f) { return f ? f->n_meta : 0; }
+int64_t em_safetensors_metadata_count(const em_safetensors *f) {
+  EM_NOT_NULL(-1, f);
+  return f->n_meta;
+}
 
 const char *em_safetensors_metadata_key(const em_safetensors *f, int64_t i) {
   if (f == NULL || i < 0 || i >= f->n_meta)

@@ -12,6 +12,7 @@
 em_class_counter em_class_counters[EM_MAX_DEVICES][EM_MEMORY_CLASSES];
 
 int em_memory_census_get(int device, em_memory_census *out) {
+  if (out == NULL) return em_error("memory_census_get: expected out, got NULL");
   if (em_check_device("memory.census", device) != 0) return -1;
   memset(out, 0, sizeof *out);
   for (int k = 0; k < EM_MEMORY_CLASSES; k++) {

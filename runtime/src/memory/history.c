@@ -160,6 +160,7 @@ int64_t em_memory_history_count(int device) {
 }
 
 int64_t em_memory_history_get(int device, em_memory_block *out, int64_t cap) {
+  if (out == NULL && cap > 0) return em_error("memory_history_get: expected out, got NULL");
   pthread_mutex_lock(&lock);
   int64_t n = 0;
   for (size_t i = 0; i < capacity && n < cap; i++) {

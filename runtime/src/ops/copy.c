@@ -139,7 +139,8 @@ em_tensor *em_clone(const em_tensor *t) {
 }
 
 em_tensor *em_contiguous(const em_tensor *t) {
-  if (t && em_is_contiguous(t)) return em_retain((em_tensor *)t);
+  EM_NOT_NULL(NULL, t);
+  if (em_is_contiguous(t)) return em_retain((em_tensor *)t);
   return em_clone(t);
 }
 

@@ -7,7 +7,9 @@
 
 em_tensor *em_as_strided(const em_tensor *t, int ndim, const int64_t *sizes,
                          const int64_t *strides, int64_t offset) {
+  EM_NOT_NULL(NULL, t);
   if (em_check_shape("as_strided", ndim, sizes) != 0) return NULL;
+  if (ndim > 0 && strides == NULL) return em_error_null("as_strided: expected strides, got NULL");
   /* The view must stay inside the storage. */
   int64_t lo = offset, hi = offset, esize = (int64_t)em_dtypes[t->dtype_id].size;
   bool empty = false, overflow = false;
@@ -31,6 +33,7 @@ static int infer_sizes(const char *fn, const em_tensor *t, int ndim, const int64
                        int64_t *out) {
   if (ndim < 0 || ndim > EM_MAX_DIMS)
     return em_error("%s: expected at most %d dimensions, got %d", fn, EM_MAX_DIMS, ndim);
+  if (ndim > 0 && in == NULL) return em_error("%s: expected sizes, got NULL", fn);
   int infer = -1;
   int64_t known = 1, numel = em_numel(t);
   for (int i = 0; i < ndim; i++) {
@@ -89,6 +92,7 @@ static bool view_strides(const em_tensor *t, int ndim, const int64_t *sizes, int
 }
 
 em_tensor *em_view(const em_tensor *t, int ndim, const int64_t *sizes) {
+  EM_NOT_NULL(NULL, t);
   int64_t s[EM_MAX_DIMS], st[EM_MAX_DIMS];
   if (infer_sizes("view", t, ndim, sizes, s) != 0) return NULL;
   if (!view_strides(t, ndim, s, st))
@@ -98,6 +102,7 @@ em_tensor *em_view(const em_tensor *t, int ndim, const int64_t *sizes) {
 }
 
 em_tensor *em_reshape(const em_tensor *t, int ndim, const int64_t *sizes) {
+  EM_NOT_NULL(NULL, t);
   int64_t s[EM_MAX_DIMS], st[EM_MAX_DIMS];
   if (infer_sizes("reshape", t, ndim, sizes, s) != 0) return NULL;
   if (view_strides(t, ndim, s, st))
@@ -110,6 +115,7 @@ em_tensor *em_reshape(const em_tensor *t, int ndim, const int64_t *sizes) {
 }
 
 em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
+  EM_NOT_NULL(NULL, t);
   int d;
   if (t->ndim == 0) return em_error_null("slice: cannot slice a 0-d tensor");
   if (em_wrap_dim("slice", dim, t->ndim, &d) != 0) return NULL;
@@ -132,6 +138,7 @@ em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int
 }
 
 em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length) {
+  EM_NOT_NULL(NULL, t);
   int d;
   if (t->ndim == 0) return em_error_null("narrow: cannot narrow a 0-d tensor");
   if (em_wrap_dim("narrow", dim, t->ndim, &d) != 0) return NULL;
@@ -149,6 +156,7 @@ em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length)
 }
 
 em_tensor *em_select(const em_tensor *t, int dim, int64_t index) {
+  EM_NOT_NULL(NULL, t);
   int d;
   if (t->ndim == 0) return em_error_null("select: cannot index a 0-d tensor");
   if (em_wrap_dim("select", dim, t->ndim, &d) != 0) return NULL;
@@ -170,6 +178,7 @@ em_tensor *em_select(const em_tensor *t, int dim, int64_t index) {
 }
 
 em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1) {
+  EM_NOT_NULL(NULL, t);
   int a, b;
   if (em_wrap_dim("transpose", dim0, t->ndim, &a) || em_wrap_dim("transpose", dim1, t->ndim, &b))
     return NULL;
@@ -187,6 +196,7 @@ em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1) {
 }
 
 em_tensor *em_t(const em_tensor *t) {
+  EM_NOT_NULL(NULL, t);
   if (t->ndim > 2)
     return em_error_null("t: expected a tensor with at most 2 dimensions, got %d", t->ndim);
   if (t->ndim < 2)
@@ -196,8 +206,10 @@ em_tensor *em_t(const em_tensor *t) {
 }
 
 em_tensor *em_permute(const em_tensor *t, int ndim, const int *dims) {
+  EM_NOT_NULL(NULL, t);
   if (ndim != t->ndim)
     return em_error_null("permute: expected %d dimensions, got %d", t->ndim, ndim);
+  if (ndim > 0 && dims == NULL) return em_error_null("permute: expected dims, got NULL");
   int64_t sizes[EM_MAX_DIMS], strides[EM_MAX_DIMS];
   bool seen[EM_MAX_DIMS] = {false};
   for (int i = 0; i < ndim; i++) {
@@ -215,9 +227,11 @@ em_tensor *em_permute(const em_tensor *t, int ndim, const int *dims) {
 }
 
 em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes) {
+  EM_NOT_NULL(NULL, t);
   if (ndim < t->ndim || ndim > EM_MAX_DIMS)
     return em_error_null("expand: expected at least %d and at most %d sizes, got %d", t->ndim,
                          EM_MAX_DIMS, ndim);
+  if (ndim > 0 && sizes == NULL) return em_error_null("expand: expected sizes, got NULL");
   int64_t s[EM_MAX_DIMS];
   for (int i = 0; i < ndim; i++) {
     int j = t->ndim - ndim + i;
@@ -229,6 +243,7 @@ em_tensor *em_expand(const em_tensor *t, int ndim, const int64_t *sizes) {
 }
 
 em_tensor *em_squeeze(const em_tensor *t, int dim) {
+  EM_NOT_NULL(NULL, t);
   int d;
   if (em_wrap_dim("squeeze", dim, t->ndim, &d) != 0) return NULL;
   if (t->ndim == 0 || t->sizes[d] != 1)
@@ -238,6 +253,7 @@ em_tensor *em_squeeze(const em_tensor *t, int dim) {
 }
 
 em_tensor *em_squeeze_all(const em_tensor *t) {
+  EM_NOT_NULL(NULL, t);
   int64_t sizes[EM_MAX_DIMS], strides[EM_MAX_DIMS];
   int k = 0;
   for (int i = 0; i < t->ndim; i++) {
@@ -249,6 +265,7 @@ em_tensor *em_squeeze_all(const em_tensor *t) {
 }
 
 em_tensor *em_unsqueeze(const em_tensor *t, int dim) {
+  EM_NOT_NULL(NULL, t);
   int d;
   if (t->ndim >= EM_MAX_DIMS)
     return em_error_null("unsqueeze: a tensor has at most %d dimensions", EM_MAX_DIMS);
@@ -268,6 +285,7 @@ em_tensor *em_unsqueeze(const em_tensor *t, int dim) {
 }
 
 em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step) {
+  EM_NOT_NULL(NULL, t);
   int d;
   if (t->ndim >= EM_MAX_DIMS)
     return em_error_null("unfold: a tensor has at most %d dimensions", EM_MAX_DIMS);
@@ -300,6 +318,7 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step) {
 }
 
 em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim) {
+  EM_NOT_NULL(NULL, t);
   int s, e;
   if (t->ndim == 0) {
     int64_t one = 1;

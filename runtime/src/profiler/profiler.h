@@ -49,6 +49,8 @@ void em_prof_gpu_event(uint64_t key, const char *name, int device, int64_t start
  * work completes and is read back). */
 typedef int (*em_prof_flush_fn)(void *ctx, int wait);
 void em_prof_register_gpu(em_prof_flush_fn flush, void *ctx);
+/* Forgets ctx's flush (a device being shut down, em_shutdown). */
+void em_prof_unregister_gpu(void *ctx);
 
 /* The allocator's hook (alloc.c): +bytes allocated, -bytes freed, charged to this thread's
  * innermost open event. */

@@ -120,7 +120,7 @@ int64_t em_profiler_event_count(void) {
 }
 
 int em_profiler_event_get(int64_t i, em_profiler_event *out) {
-  if (out == NULL) return em_error("em_profiler_event_get: expected an event to fill, got NULL");
+  if (out == NULL) return em_error("profiler_event_get: expected an event to fill, got NULL");
   int64_t n = em_profiler_event_count();
   if (n < 0) return -1;
   if (i < 0 || i >= n)

@@ -228,6 +228,18 @@ void em_prof_register_gpu(em_prof_flush_fn flush, void *ctx) {
   pthread_mutex_unlock(&lock);
 }
 
+void em_prof_unregister_gpu(void *ctx) {
+  pthread_mutex_lock(&lock);
+  int n = 0;
+  for (int i = 0; i < em_prof.nflush; i++)
+    if (em_prof.flush_ctx[i] != ctx) {
+      em_prof.flush[n] = em_prof.flush[i];
+      em_prof.flush_ctx[n++] = em_prof.flush_ctx[i];
+    }
+  em_prof.nflush = n;
+  pthread_mutex_unlock(&lock);
+}
+
 /* Reads back the GPU work recorded so far (each device waits for its timed batches). */
 static int flush_devices(int wait) {
   int rc = 0;
@@ -276,7 +288,7 @@ int em_profiler_stop(void) {
 int em_profiler_enabled(void) { return em_prof_on; }
 
 int em_profiler_range_push(const char *name) {
-  if (name == NULL) return em_error("em_profiler_range_push: expected a name, got NULL");
+  if (name == NULL) return em_error("profiler_range_push: expected a name, got NULL");
   if (!em_prof_active()) return 0;
   em_prof_begin(EM_PROF_RANGE, name, 1, -1, 0, NULL);
   return 0;

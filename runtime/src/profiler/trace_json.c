@@ -171,7 +171,7 @@ static int write_names(out *o, int64_t n) {
 }
 
 int em_profiler_export_chrome_trace(const char *path) {
-  const char *fn = "em_profiler_export_chrome_trace";
+  const char *fn = "profiler_export_chrome_trace";
   if (path == NULL) return em_error("%s: expected a file path, got NULL", fn);
   int64_t n = em_profiler_event_count();
   if (n < 0) return -1;

@@ -225,3 +225,15 @@ int em_vk_synchronize(void *ctx) {
   pthread_mutex_unlock(&D->lock);
   return rc;
 }
+
+void em_vk_command_destroy(vk_device *D) {
+  for (int i = 0; i < VK_FRAMES; i++) {
+    vk_frame *f = &D->frames[i];
+    if (f->fence) D->fn.vkDestroyFence(D->dev, f->fence, NULL);
+    if (f->pool) D->fn.vkDestroyDescriptorPool(D->dev, f->pool, NULL);
+    *f = (vk_frame){0};
+  }
+  /* The command buffers go with their pool. */
+  if (D->cmd_pool) D->fn.vkDestroyCommandPool(D->dev, D->cmd_pool, NULL);
+  D->cmd_pool = VK_NULL_HANDLE;
+}

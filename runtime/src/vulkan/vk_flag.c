@@ -134,3 +134,13 @@ int em_vk_flag_check(vk_device *D) {
                     (int)a, b, D->name);
   return em_error("%s: a kernel reported an error (code %u)", D->name, what);
 }
+
+void em_vk_flag_destroy(vk_device *D) {
+  vk_flag *f = D->flag;
+  if (f == NULL) return;
+  D->fn.vkUnmapMemory(D->dev, f->memory);
+  D->fn.vkDestroyBuffer(D->dev, f->buffer, NULL);
+  D->fn.vkFreeMemory(D->dev, f->memory, NULL);
+  free(f);
+  D->flag = NULL;
+}

@@ -286,3 +286,18 @@ int em_vulkan_discover(void) {
     snprintf(discovery_note, sizeof discovery_note, "no Vulkan device has a compute queue");
   return registered;
 }
+
+/* Destroys every device (vk_shutdown.c), then the messenger and the instance; discovery can
+ * then run again. 0 when nothing was discovered. The loader stays loaded: unloading a driver
+ * that registered exit handlers is not safe, and a later discovery reuses it. */
+int em_vulkan_shutdown(void) {
+  if (em_vk_shutdown_devices(by_id, EM_MAX_DEVICES) != 0) return -1;
+  if (messenger != VK_NULL_HANDLE && vkg.vkDestroyDebugUtilsMessengerEXT)
+    vkg.vkDestroyDebugUtilsMessengerEXT(em_vk_instance, messenger, NULL);
+  messenger = VK_NULL_HANDLE;
+  em_vk_validation_active = false;
+  if (em_vk_instance != VK_NULL_HANDLE) vkg.vkDestroyInstance(em_vk_instance, NULL);
+  em_vk_instance = VK_NULL_HANDLE;
+  discovery_note[0] = '\0';
+  return 0;
+}

@@ -343,3 +343,15 @@ void em_vk_memory_census(int device, em_memory_census *out) {
   }
   pthread_mutex_unlock(&D->lock);
 }
+
+bool em_vk_pinned_live(vk_device *D); /* vk_pinned.c */
+
+bool em_vk_has_live_memory(vk_device *D) {
+  for (vk_slab *s = D->mem.slabs; s; s = s->next)
+    if (s->used != 0) return true;
+  for (vk_staging *st = D->staging; st; st = st->next)
+    if (st->held) return true; /* an unfinished em_read */
+  return em_vk_pinned_live(D);
+}
+
+void em_vk_memory_destroy(vk_device *D) { release_empty_slabs(D); }

@@ -139,3 +139,17 @@ int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, 
   p->busy_until = D->next_serial; /* the serial the current batch will get */
   return em_vk_count_dispatch(D);
 }
+
+bool em_vk_pinned_live(vk_device *D) {
+  for (vk_pinned *p = D->pinned; p; p = p->next)
+    if (p->in_use) return true;
+  return false;
+}
+
+void em_vk_pinned_destroy(vk_device *D) {
+  while (D->pinned) {
+    vk_pinned *p = D->pinned;
+    D->pinned = p->next;
+    destroy(D, p);
+  }
+}

@@ -488,3 +488,22 @@ int em_vk_launch_locked(const vk_launch *L) {
   pthread_mutex_unlock(&D->lock);
   return rc;
 }
+
+void em_vk_pipeline_destroy(vk_device *D) {
+  if (D->pipes_unsaved) save_cache(D);
+  D->pipes_unsaved = 0;
+  for (int i = 0; i < n_devices_to_save; i++) /* the exit handler must not see D again */
+    if (devices_to_save[i] == D) devices_to_save[i--] = devices_to_save[--n_devices_to_save];
+  for (uint32_t i = 0; i < D->pipe_cap; i++)
+    if (D->pipes[i].pipeline) D->fn.vkDestroyPipeline(D->dev, D->pipes[i].pipeline, NULL);
+  free(D->pipes);
+  D->pipes = NULL;
+  D->pipe_cap = D->pipe_count = 0;
+  D->bound = VK_NULL_HANDLE;
+  if (D->pipe_cache) D->fn.vkDestroyPipelineCache(D->dev, D->pipe_cache, NULL);
+  if (D->pipe_layout) D->fn.vkDestroyPipelineLayout(D->dev, D->pipe_layout, NULL);
+  if (D->set_layout) D->fn.vkDestroyDescriptorSetLayout(D->dev, D->set_layout, NULL);
+  D->pipe_cache = VK_NULL_HANDLE;
+  D->pipe_layout = VK_NULL_HANDLE;
+  D->set_layout = VK_NULL_HANDLE;
+}

@@ -76,11 +76,10 @@ static void stat_name(char *buf, size_t cap, const profile_stat *s) {
     snprintf(buf, cap, "%s op %u", em_spirv_modules[s->module].name, s->op);
 }
 
-static void report(void) {
-  for (int d = 0; d < ntabled; d++) {
-    vk_device *D = tabled[d];
+static void report_device(vk_device *D) {
+  {
     struct vk_profile *P = D->profile;
-    if (P == NULL || P->nstats == 0) continue;
+    if (P == NULL || !P->table || P->nstats == 0) return;
     qsort(P->stats, (size_t)P->nstats, sizeof P->stats[0], by_time);
     double total = 0;
     for (int i = 0; i < P->nstats; i++) total += P->stats[i].ns;
@@ -99,6 +98,26 @@ static void report(void) {
     if (P->dropped) fprintf(stderr, "(%llu dispatches of further kinds not counted)\n",
                             (unsigned long long)P->dropped);
   }
+}
+
+static void report(void) {
+  for (int d = 0; d < ntabled; d++)
+    if (tabled[d]) report_device(tabled[d]);
+}
+
+/* em_shutdown: prints the device's EMBER_VK_PROFILE table now (the device is gone by the time
+ * the process exits) and frees its timing state. */
+void em_vk_profile_destroy(vk_device *D) {
+  em_prof_unregister_gpu(D);
+  struct vk_profile *P = D->profile;
+  if (P == NULL) return;
+  report_device(D);
+  for (int f = 0; f < VK_FRAMES; f++)
+    if (P->pool[f]) D->fn.vkDestroyQueryPool(D->dev, P->pool[f], NULL);
+  for (int d = 0; d < ntabled; d++)
+    if (tabled[d] == D) tabled[d] = NULL;
+  free(P);
+  D->profile = NULL;
 }
 
 /* The profiler's flush at start (submit, so that the next batch is timed from its start) and
