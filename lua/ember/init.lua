@@ -118,4 +118,7 @@ ember.load = ember.serialize.load
 ember.image = require 'ember.image'
 ember.plot = require 'ember.plot'
 
+-- Block-quantized weights (ember.quant: the GGUF block formats and affine int8/int4).
+ember.quant = require 'ember.quant'
+
 return ember

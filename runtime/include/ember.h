@@ -738,6 +738,24 @@ EM_API int em_linalg_eigh(const em_tensor *a, int upper, int compute_v, em_tenso
 /* The least-squares solution X of A X = B; rcond < 0 takes eps(dtype) * max(m, n). */
 EM_API em_tensor *em_linalg_lstsq(const em_tensor *a, const em_tensor *b, double rcond);
 
+/* ---- quantized blocks (runtime/src/quant) --------------------------------------------------
+ * Raw block formats: the ggml/GGUF layouts Q8_0, Q4_0, Q4_1 (32 weights), Q4_K, Q6_K (256),
+ * and Ember's affine per-group formats (group 32/64/128, symmetric or with a minimum; layout in
+ * docs/design.md). `group` and `symmetric` matter to the affine formats only. The caller owns
+ * both buffers: dst must hold n / block_elems * block_bytes bytes (quantize) or n floats
+ * (dequantize); n is a multiple of block_elems. Return 0, or -1 with the error set (unknown
+ * format, bad group, n not whole blocks, a NaN or inf weight). */
+typedef enum {
+  EM_QUANT_Q8_0 = 0, EM_QUANT_Q4_0 = 1, EM_QUANT_Q4_1 = 2, EM_QUANT_Q4_K = 3, EM_QUANT_Q6_K = 4,
+  EM_QUANT_AFFINE8 = 5, EM_QUANT_AFFINE4 = 6
+} em_quant_format;
+EM_API int em_quant_block_size(int format, int64_t group, int symmetric, int64_t *block_elems,
+                        int64_t *block_bytes);
+EM_API int em_quant_quantize(int format, int64_t group, int symmetric, const float *src, int64_t n,
+                      void *dst);
+EM_API int em_quant_dequantize(int format, int64_t group, int symmetric, const void *src, int64_t n,
+                        float *dst);
+
 /* EMBER_FFI_END */
 
 #ifdef __cplusplus
