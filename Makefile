@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run gpt test golden bench asan fuzz clean
+.PHONY: all deps build run gpt test golden bench asan tsan fuzz install embed-example clean
 
 all: build
 
@@ -30,7 +30,7 @@ golden:
 # The readers' libFuzzer targets, each for FUZZ_SECONDS (tests/fuzz/README.md).
 FUZZ_SECONDS ?= 60
 fuzz: build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.so
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash tests/fuzz/run.sh fuzz $(BUILD)/fuzz $(CURDIR)/$(BUILD)/libember.a
 
 bench:
 	@JOBS=$(JOBS) bash scripts/install-deps.sh --bench
@@ -41,6 +41,27 @@ asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure
+	@$(MAKE) --no-print-directory tsan
+
+# The threaded C tests under ThreadSanitizer (tests/c/test_threads*.c; tests/c/tsan.supp says
+# what is suppressed and why). `make asan` runs it too: CI's contract is `make test`, `make asan`.
+TSAN_TESTS = test_threads
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/c/tsan.supp" \
+	  ctest --output-on-failure -R '^c_test_threads'
+
+# Installs the header, libember.so/.a, the `ember` program, the Lua package, the docs, ember.pc
+# and the CMake package under PREFIX (staged under DESTDIR if given): cmake/install.cmake.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Builds each examples/embed/* program against a staged install of this build (with CMake and
+# with pkg-config, shared and static) and runs it: the ctest install tests (tests/install).
+embed-example: build
+	cd $(BUILD) && ctest -R '^install_(stage|examples)$$' --output-on-failure
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

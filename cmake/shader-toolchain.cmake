@@ -142,6 +142,10 @@ endif()
 if(INT_DOT IN_LIST EMBER_SHADER_CAPS)
   list(APPEND EMBER_SHADER_DEFINES EMBER_VK_GLSL_INT_DOT=1)
 endif()
+# The compiler's version, for `ember doctor` (runtime/src/diagnostics.c stringizes it).
+if(EMBER_GLSLANG_VERSION)
+  list(APPEND EMBER_SHADER_DEFINES EMBER_GLSLANG_VERSION=${EMBER_GLSLANG_VERSION})
+endif()
 
 # The report: printed (to stderr, past the Makefile's quiet configure) when it differs from
 # the last configure of this build directory, and in CMake's status output every time.

@@ -13,6 +13,9 @@
 -- with float32 parameters, plus loss scaling for fp16), e.g. `vulkan:0 bf16`; the ratio is
 -- always against the first row.
 --
+-- --ops measures each device's copy bandwidth and matmul throughput per dtype instead, beside
+-- its published peak (ember.bench_ops).
+--
 -- The timed loop synchronizes only at its end, as a training loop that reads its loss now
 -- and then does. Devices are `cpu` and every Vulkan GPU unless --devices names them (a
 -- CPU-type Vulkan driver such as lavapipe only when named).
@@ -28,6 +31,9 @@ local options = {
   { 'dtype', 'float32', 'parameter and input dtype' },
   { 'precision', 'fp32', 'comma-separated: fp32, bf16 (autocast), fp16 (autocast + loss scaling)' },
   { 'seed', 1, 'random seed' },
+  { 'ops', false, 'measure copy bandwidth and matmul TFLOP/s per dtype instead (ember.bench_ops)' },
+  { 'size', 0, 'with --ops: the matmul size n (0: 2048 on GPUs, 512 on CPUs)' },
+  { 'copy_mb', 0, 'with --ops: MiB copied (0: 256 on GPUs, 64 on CPUs)' },
 }
 
 local function default_devices(ember)
@@ -93,6 +99,18 @@ function M.main(args)
     'usage: ember bench [options] [key=value ...]\n' ..
     'Trains a reference model on random data on each device and compares step times.')
   if not opts then print(help) return end
+  if not opts.ops and (opts.size ~= 0 or opts.copy_mb ~= 0) then
+    error('bench: --size and --copy-mb go with --ops', 0)
+  end
+  if opts.ops then
+    if opts.size < 0 or opts.size ~= math.floor(opts.size) or opts.copy_mb < 0 then
+      error(('bench: --size and --copy-mb: expected integers >= 0, got %s and %s'):format(
+        opts.size, opts.copy_mb), 0)
+    end
+    local devices = {}
+    for d in opts.devices:gmatch('[^,%s]+') do devices[#devices + 1] = ember.device(d).name end
+    return require('ember.bench_ops').run(ember, opts, #devices > 0 and devices or default_devices(ember))
+  end
   if require('ember.models').input_shape[opts.model] == nil then
     error("bench: --model must be cnn or mlp, got '" .. tostring(opts.model) .. "'", 0)
   end

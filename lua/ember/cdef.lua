@@ -721,5 +721,36 @@ int em_quant_quantize(int format, int64_t group, int symmetric, const float *src
                       void *dst);
 int em_quant_dequantize(int format, int64_t group, int symmetric, const void *src, int64_t n,
                         float *dst);
+/* ---- diagnostics: what `ember doctor` reports (diagnostics.c, cpu/plan.c, vulkan/vk_plan.c) -----
+ * Both fill a struct the caller owns; strings are NUL-terminated, cut with "..." when too long.
+ * docs/devices.md, "Diagnostics", lists the values. */
+typedef struct em_runtime_info {
+  char version[32];         /* EMBER_VERSION */
+  char shader_builds[256];  /* the optional kernel builds compiled into this library, space-
+                               separated: coopmat-nv, coopmat-khr (tensor-core kernels),
+                               coopmat2, coopmat2-bf16, glsl-bf16, int-dot; "" for the plain
+                               kernels only */
+  char glslang[64];         /* the glslangValidator version that compiled the kernels */
+  char blas_config[256];    /* openblas_get_config(): OpenBLAS's version and build options */
+  char blas_core[64];       /* openblas_get_corename(): the CPU kernels OpenBLAS chose */
+  int32_t blas_threads;     /* openblas_get_num_threads() */
+  int32_t threads;          /* em_get_num_threads(): Ember's OpenMP loops */
+  int32_t cpu_cores;        /* processors online */
+  char vulkan_note[256];    /* why Vulkan discovery found no device ("the Vulkan loader
+                               libvulkan.so.1 could not be loaded", ...), or "" */
+} em_runtime_info;
+/* Runs device discovery first (as em_device_count does). */
+int em_runtime_info_get(em_runtime_info *out);
+
+typedef struct em_device_plan {
+  char kernels[768];        /* the kernels Ember picks on the device now, "key=value" pairs
+                               separated by "; ", e.g. "matmul.float32=tiled;
+                               matmul.float16=coopmat-cm2; ...; pipelines=specialized". The
+                               tensor-core choices are made when a Vulkan device starts: before,
+                               they read as the plain kernels and "started=no" is listed */
+  char pipeline_cache[512]; /* Vulkan: the pipeline cache file the device reads and writes; ""
+                               for the CPU or when no cache folder is known */
+} em_device_plan;
+int em_device_plan_get(int device, em_device_plan *out);
 
 ]==]

@@ -7,15 +7,27 @@ ffi.cdef(require 'ember.cdef')
 
 local core = {}
 
+local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or '.'
+
+-- An installed package has ember/installed.lua (written by `cmake --install`, absent from the
+-- source tree): the installed library and docs, as paths relative to this folder.
+do
+  local chunk = loadfile(here .. '/installed.lua')
+  if chunk then
+    local info = chunk()
+    core.installed = { library = here .. '/' .. info.library, docs = here .. '/' .. info.docs }
+  end
+end
+
 -- libember is found in-process when running under the `ember` program (it links the library
--- and exports its symbols); otherwise through EMBER_LIB, the build folder next to lua/, or the
--- system's library path.
+-- and exports its symbols); otherwise through EMBER_LIB, the library installed with this
+-- package, the build folder next to lua/, or the system's library path.
 local function load_library()
   local ok = pcall(function() return ffi.C.em_last_error end)
   if ok then return ffi.C end
   local candidates = {}
   if os.getenv('EMBER_LIB') then candidates[#candidates + 1] = os.getenv('EMBER_LIB') end
-  local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or '.'
+  if core.installed then candidates[#candidates + 1] = core.installed.library end
   candidates[#candidates + 1] = here .. '/../../build/libember.so'
   candidates[#candidates + 1] = 'ember'
   local errors = {}

@@ -114,6 +114,9 @@ ember.serialize = require 'ember.serialize'
 ember.save = ember.serialize.save
 ember.load = ember.serialize.load
 
+-- ember.doctor(): the devices, their kernels, threads, BLAS and warnings (ember.doctor, loaded
+-- on first use).
+function ember.doctor(opts) return require('ember.doctor').doctor(opts) end
 -- Pictures: PNG images of tensors (ember.image) and line plots (ember.plot).
 ember.image = require 'ember.image'
 ember.plot = require 'ember.plot'

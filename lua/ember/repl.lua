@@ -128,10 +128,13 @@ end
 -- ---- help -----------------------------------------------------------------------------------
 
 -- Where the docs are: M.docs_dir if set, else what the `ember` program found
--- (package.ember_docs_dir), else the docs folder next to this package's lua folder.
+-- (package.ember_docs_dir), else those installed with this package, else the docs folder next
+-- to this package's lua folder.
 local function docs_dir()
   if M.docs_dir then return M.docs_dir end
   if package.ember_docs_dir then return package.ember_docs_dir end
+  local installed = require('ember.core').installed
+  if installed then return installed.docs end
   local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or '.'
   return here .. '/../../docs'
 end

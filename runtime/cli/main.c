@@ -22,6 +22,7 @@ static const char usage[] =
   "usage: ember [options] [script.lua [args...]]\n"
   "  (no script)     start the interactive REPL\n"
   "  bench [options] time training steps of a model on each device (bench --help)\n"
+  "  doctor          print the devices, their kernels, threads and BLAS, with warnings\n"
   "  -e stmt         run the Lua statement stmt\n"
   "  -l mod          require the module mod, as a global named after its last part\n"
   "  -i              open the REPL after running the script (or the -e statements)\n"
@@ -50,21 +51,40 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Finds lua/ember/init.lua: next to the program (build/../lua), in an installed share folder,
- * or in the source tree this program was built from. The docs folder is looked for next to
- * it (for `?name`), else in the source tree. Both are recorded in package.ember_lua_dir and
- * package.ember_docs_dir. */
+/* Where an installed program finds the Lua package and the docs, relative to its own folder
+ * (cmake/install.cmake computes them from the install layout, so an install to any prefix, or
+ * a staged one under DESTDIR, works without environment variables). */
+#ifndef EMBER_INSTALL_LUA_REL
+#define EMBER_INSTALL_LUA_REL "../share/lua/5.1"
+#endif
+#ifndef EMBER_INSTALL_DOCS_REL
+#define EMBER_INSTALL_DOCS_REL "../share/doc/ember"
+#endif
+
+/* Finds ember/init.lua and the docs folder (for `?name`): in the build tree (build/../lua, its
+ * docs next to it), in the install layout, in an older install layout (share/ember/lua), or
+ * else in the source tree this program was built from. Both are recorded in
+ * package.ember_lua_dir and package.ember_docs_dir. */
 static void set_package_path(lua_State *L) {
+  static const struct { const char *lua, *docs; } layouts[] = {
+      {"/../lua", "/../docs"},
+      {"/" EMBER_INSTALL_LUA_REL, "/" EMBER_INSTALL_DOCS_REL},
+      {"/../share/ember/lua", "/../share/ember/docs"},
+      {"/lua", "/docs"},
+  };
   char exe[PATH_MAX], candidate[PATH_MAX + 64], chosen[PATH_MAX + 64] = "";
+  char docs[PATH_MAX + 64] = "";
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    const char *rel[] = {"/../lua", "/../share/ember/lua", "/lua"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0] && !chosen[0]; i++) {
-      snprintf(candidate, sizeof candidate, "%s%s/ember/init.lua", exe, rel[i]);
-      if (access(candidate, R_OK) == 0) snprintf(chosen, sizeof chosen, "%s%s", exe, rel[i]);
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0] && !chosen[0]; i++) {
+      snprintf(candidate, sizeof candidate, "%s%s/ember/init.lua", exe, layouts[i].lua);
+      if (access(candidate, R_OK) == 0) {
+        snprintf(chosen, sizeof chosen, "%s%s", exe, layouts[i].lua);
+        snprintf(docs, sizeof docs, "%s%s", exe, layouts[i].docs);
+      }
     }
   }
   if (!chosen[0]) snprintf(chosen, sizeof chosen, "%s", EMBER_SOURCE_LUA_DIR);
@@ -75,9 +95,7 @@ static void set_package_path(lua_State *L) {
   lua_pop(L, 1);
   lua_pushstring(L, chosen);
   lua_setfield(L, -2, "ember_lua_dir");
-  char docs[sizeof chosen + 16];
-  snprintf(docs, sizeof docs, "%s/../docs", chosen);
-  lua_pushstring(L, is_dir(docs) ? docs : EMBER_SOURCE_DOCS_DIR);
+  lua_pushstring(L, docs[0] && is_dir(docs) ? docs : EMBER_SOURCE_DOCS_DIR);
   lua_setfield(L, -2, "ember_docs_dir");
   lua_pop(L, 1);
 }
@@ -169,14 +187,27 @@ static int run_options(lua_State *L, char **argv, int end) {
   return 0;
 }
 
-/* Runs the script at argv[script] with its arguments as `...`. The built-in commands
- * (`ember bench ...`) run the Lua module of that name, unless a file of that name exists. */
+/* The built-in command argv[script] names (`ember bench ...`, `ember doctor`), or NULL: a
+ * command is a name without a file of that name. */
+static const char *builtin_command(char **argv, int script) {
+  static const char *const commands[] = {"bench", "doctor"};
+  if (script == 0) return NULL;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[script], commands[i]) == 0 && access(argv[script], F_OK) != 0)
+      return commands[i];
+  return NULL;
+}
+
+/* Runs the script at argv[script] with its arguments as `...`. The built-in commands run the
+ * main function of the Lua module ember.<command>. */
 static int run_script(lua_State *L, int argc, char **argv, int script) {
-  const char *path = argv[script];
+  const char *path = argv[script], *command = builtin_command(argv, script);
   int status;
-  if (strcmp(path, "bench") == 0 && access(path, F_OK) != 0)
-    status = luaL_loadstring(L, "return require('ember.bench').main({...})");
-  else
+  if (command != NULL) {
+    char code[96];
+    snprintf(code, sizeof code, "return require('ember.%s').main({...})", command);
+    status = luaL_loadstring(L, code);
+  } else
     status = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
   if (status != 0) return status;
   for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
@@ -233,7 +264,9 @@ int main(int argc, char **argv) {
   set_arg_table(L, argc, argv, o.script);
 
   int status = require_global(L, "ember");
-  if (status == 0) status = apply_device_env(L);
+  /* `ember doctor` reports an unusable EMBER_DEVICE instead of stopping at it */
+  const char *command = builtin_command(argv, o.script);
+  if (status == 0 && !(command && strcmp(command, "doctor") == 0)) status = apply_device_env(L);
   if (status == 0) status = run_options(L, argv, o.script ? o.script : argc);
   if (status == 0 && o.script) status = run_script(L, argc, argv, o.script);
   if (status != 0) {

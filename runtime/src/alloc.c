@@ -53,6 +53,7 @@ static device_memory memory[EM_MAX_DEVICES];
 /* The same counts summed over devices, kept alongside: em_alloc_pressure runs after every op
  * made from Lua, and summing 16 devices' halves there cost about 120 instructions. */
 static device_memory all_devices;
+/* Set once by the host before it starts threads (Lua's state sets it at load). */
 static em_gc_hook gc_hook;
 static void *gc_hook_userdata;
 static int64_t pressure_mark; /* bytes allocated on all devices when the host last collected */
@@ -132,7 +133,8 @@ int em_memory_oom_error(int device, size_t nbytes) {
   human_bytes(want, sizeof want, (double)nbytes);
   human_bytes(held, sizeof held, (double)allocated);
   human_bytes(cached, sizeof cached, (double)__atomic_load_n(&m->cached, __ATOMIC_RELAXED));
-  if (m->limit > 0) human_bytes(lim, sizeof lim, (double)m->limit);
+  int64_t limit = __atomic_load_n(&m->limit, __ATOMIC_RELAXED);
+  if (limit > 0) human_bytes(lim, sizeof lim, (double)limit);
   else snprintf(lim, sizeof lim, "none");
   return em_error_kind_set(EM_ERR_OOM,
                            "out of memory on %s: tried to allocate %s (allocated %s, cached %s, "
@@ -145,9 +147,10 @@ int em_memory_stats_get(int device, em_memory_stats *out) {
   device_memory *m = &memory[device];
   out->allocated = allocated_on(m);
   out->reserved = out->allocated + __atomic_load_n(&m->cached, __ATOMIC_RELAXED);
-  out->peak = m->peak;
-  out->num_allocs = m->main_allocs + __atomic_load_n(&m->shared_allocs, __ATOMIC_RELAXED);
-  out->limit = m->limit;
+  out->peak = __atomic_load_n(&m->peak, __ATOMIC_RELAXED);
+  out->num_allocs = __atomic_load_n(&m->main_allocs, __ATOMIC_RELAXED) +
+                    __atomic_load_n(&m->shared_allocs, __ATOMIC_RELAXED);
+  out->limit = __atomic_load_n(&m->limit, __ATOMIC_RELAXED);
   return 0;
 }
 
@@ -155,13 +158,13 @@ int em_memory_set_limit(int device, int64_t bytes) {
   if (em_check_device("memory.set_limit", device) != 0) return -1;
   if (bytes < 0) return em_error("memory.set_limit: expected a limit >= 0 bytes, got %lld",
                                  (long long)bytes);
-  memory[device].limit = bytes;
+  __atomic_store_n(&memory[device].limit, bytes, __ATOMIC_RELAXED);
   return 0;
 }
 
 int em_memory_reset_peak(int device) {
   if (em_check_device("memory.reset_peak", device) != 0) return -1;
-  memory[device].peak = allocated_on(&memory[device]);
+  __atomic_store_n(&memory[device].peak, allocated_on(&memory[device]), __ATOMIC_RELAXED);
   return 0;
 }
 

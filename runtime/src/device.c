@@ -77,24 +77,25 @@ int em_device_count(void) {
 }
 
 const em_backend *em_device_backend(int device) {
-  if (device < 0 || device >= device_count) return NULL;
+  if (device < 0 || device >= __atomic_load_n(&device_count, __ATOMIC_ACQUIRE)) return NULL;
   return devices[device].backend;
 }
 
 const char *em_device_name(int device) {
-  if (device < 0 || device >= device_count) return "?";
+  if (device < 0 || device >= __atomic_load_n(&device_count, __ATOMIC_ACQUIRE)) return "?";
   return devices[device].name;
 }
 
 void *em_device_ctx(int device) {
-  if (device <= EM_CPU || device >= device_count) return NULL;
+  if (device <= EM_CPU || device >= __atomic_load_n(&device_count, __ATOMIC_ACQUIRE)) return NULL;
   return devices[device].desc.ctx;
 }
 
 int em_check_device(const char *fn, int device) {
-  if (device < 0 || device >= device_count)
+  int count = __atomic_load_n(&device_count, __ATOMIC_ACQUIRE); /* discovery may run meanwhile */
+  if (device < 0 || device >= count)
     return em_error("%s: invalid device %d (this process has %d device%s)", fn, device,
-                    device_count, device_count == 1 ? "" : "s");
+                    count, count == 1 ? "" : "s");
   return 0;
 }
 
@@ -228,7 +229,7 @@ int em_device_startup(void) {
       if (env != NULL && env[0] != '\0') {
         int id = em_device_parse(env);
         if (id >= 0) {
-          default_device = id;
+          __atomic_store_n(&default_device, id, __ATOMIC_RELAXED);
         } else {
           snprintf(startup_error, sizeof startup_error, "EMBER_DEVICE=%s: %s", env,
                    em_last_error());
@@ -247,7 +248,7 @@ int em_default_device(void) {
   if (__builtin_expect(__atomic_load_n(&startup_state, __ATOMIC_ACQUIRE) == 0, 0) &&
       em_device_startup() != 0)
     fprintf(stderr, "ember: warning: %s; using the cpu\n", startup_error);
-  return default_device;
+  return __atomic_load_n(&default_device, __ATOMIC_RELAXED); /* process-wide */
 }
 
 int em_set_default_device(int device) {
@@ -257,7 +258,7 @@ int em_set_default_device(int device) {
     return -1;
   }
   em_device_startup(); /* EMBER_DEVICE must not override this choice later */
-  default_device = device;
+  __atomic_store_n(&default_device, device, __ATOMIC_RELAXED);
   return 0;
 }
 

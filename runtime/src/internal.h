@@ -10,6 +10,7 @@
 #define EMBER_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -106,8 +107,24 @@ int em_check_same_device(const char *fn, int n, const em_tensor *const *ts);
 static inline bool em_is_wrapped(const em_tensor *t) {
   return (t->flags & EM_FLAG_WRAPPED_NUMBER) != 0;
 }
-/* Marks a write to t's storage (version counter for autograd). */
-static inline void em_bump_version(em_tensor *t) { t->storage->version++; }
+/* *v = *t for a header on the caller's stack (a borrowed view), without reading t's refcount:
+ * another thread may be changing it (a shared weight), and a plain copy of the whole struct
+ * would read it non-atomically. v gets a count of 1 (it is never released). */
+static inline void em_header_copy(em_tensor *v, const em_tensor *t) {
+  memcpy(v, t, offsetof(em_tensor, refcount)); /* sizes, strides, offset, ndim, dtype, device */
+  v->refcount = 1;
+  v->flags = t->flags;
+  v->reserved = t->reserved;
+  v->storage = t->storage;
+  v->grad_meta = t->grad_meta;
+}
+/* Marks a write to t's storage (version counter for autograd). Relaxed atomic load and store,
+ * not a locked add: plain moves on x86 for every in-place op. Two threads writing one storage
+ * at once race on its data anyway; even then the counter moves, which is what autograd checks. */
+static inline void em_bump_version(em_tensor *t) {
+  int64_t *v = &t->storage->version;
+  __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 /* Broadcasts shapes a and b into out (NumPy rules). */
 int em_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,

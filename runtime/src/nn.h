@@ -158,47 +158,46 @@ int em_ag_record_class_loss(bool log_softmax, em_tensor *out, const em_tensor *x
                             const em_tensor *denom);
 
 /* ---- CPU kernels ----------------------------------------------------------------------------
- * Weak, like the other families' entry points (cpu.h): a missing one leaves its slot NULL. */
-#define EM_NN_WEAK __attribute__((weak))
+ * Strong references, like the other families' entry points (cpu.h says why). */
 int em_cpu_conv2d(em_tensor *y, const em_tensor *x, const em_tensor *w, const em_tensor *bias,
-                  const em_conv_geom *g) EM_NN_WEAK;
+                  const em_conv_geom *g);
 int em_cpu_conv2d_input_grad(em_tensor *gx, const em_tensor *gy, const em_tensor *w,
-                             const em_tensor *bias, const em_conv_geom *g) EM_NN_WEAK;
+                             const em_tensor *bias, const em_conv_geom *g);
 int em_cpu_conv2d_weight_grad(em_tensor *gw, const em_tensor *x, const em_tensor *gy,
-                              const em_conv_geom *g) EM_NN_WEAK;
+                              const em_conv_geom *g);
 int em_cpu_max_pool2d(em_tensor *y, em_tensor *indices, const em_tensor *x,
-                      const em_pool_geom *g) EM_NN_WEAK;
-int em_cpu_max_unpool2d(em_tensor *gx, const em_tensor *gy, const em_tensor *indices) EM_NN_WEAK;
-int em_cpu_avg_pool2d(em_tensor *y, const em_tensor *x, const em_pool_geom *g) EM_NN_WEAK;
-int em_cpu_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const em_pool_geom *g) EM_NN_WEAK;
-int em_cpu_batch_norm_stats(em_tensor *mean, em_tensor *var, const em_tensor *x) EM_NN_WEAK;
+                      const em_pool_geom *g);
+int em_cpu_max_unpool2d(em_tensor *gx, const em_tensor *gy, const em_tensor *indices);
+int em_cpu_avg_pool2d(em_tensor *y, const em_tensor *x, const em_pool_geom *g);
+int em_cpu_avg_pool2d_backward(em_tensor *gx, const em_tensor *gy, const em_pool_geom *g);
+int em_cpu_batch_norm_stats(em_tensor *mean, em_tensor *var, const em_tensor *x);
 int em_cpu_channel_affine(em_tensor *y, const em_tensor *x, const em_tensor *scale,
-                          const em_tensor *shift) EM_NN_WEAK;
+                          const em_tensor *shift);
 int em_cpu_batch_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
                                const em_tensor *x, const em_tensor *mean,
-                               const em_tensor *invstd, const em_tensor *weight, int training) EM_NN_WEAK;
+                               const em_tensor *invstd, const em_tensor *weight, int training);
 int em_cpu_group_norm(em_tensor *y, em_tensor *mean, em_tensor *rstd, const em_tensor *x,
-                      const em_tensor *weight, const em_tensor *bias, const em_norm_geom *g) EM_NN_WEAK;
+                      const em_tensor *weight, const em_tensor *bias, const em_norm_geom *g);
 int em_cpu_group_norm_backward(em_tensor *gx, em_tensor *gw, em_tensor *gb, const em_tensor *gy,
                                const em_tensor *x, const em_tensor *mean, const em_tensor *rstd,
-                               const em_tensor *weight, const em_norm_geom *g) EM_NN_WEAK;
+                               const em_tensor *weight, const em_norm_geom *g);
 int em_cpu_class_loss(int log_softmax, em_tensor *loss, em_tensor *lse, em_tensor *total_weight,
                       const em_tensor *x, const em_tensor *target, const em_tensor *weight,
-                      const struct em_class_loss *L) EM_NN_WEAK;
+                      const struct em_class_loss *L);
 int em_cpu_class_loss_backward(int log_softmax, em_tensor *gx, const em_tensor *gloss,
                                const em_tensor *x, const em_tensor *lse, const em_tensor *target,
-                               const em_tensor *weight, const struct em_class_loss *L) EM_NN_WEAK;
+                               const em_tensor *weight, const struct em_class_loss *L);
 int em_cpu_ctc_loss(em_tensor *nll, em_tensor *grad, const em_tensor *log_probs,
                     const em_tensor *targets, const int64_t *input_lengths,
                     const int64_t *target_lengths, const int64_t *target_offsets, int64_t blank,
-                    int zero_infinity) EM_NN_WEAK;
+                    int zero_infinity);
 /* Records loss = ctc_loss(log_probs) with its gradient computed by the forward (nn_ctc.c). */
 int em_ag_record_ctc(em_tensor *loss, const em_tensor *log_probs, const em_tensor *grad);
 int em_cpu_attention(em_tensor *out, em_tensor *lse, const em_tensor *q, const em_tensor *k,
-                     const em_tensor *v, const em_tensor *mask, const em_attn_geom *g) EM_NN_WEAK;
+                     const em_tensor *v, const em_tensor *mask, const em_attn_geom *g);
 int em_cpu_attention_backward(em_tensor *gq, em_tensor *gk, em_tensor *gv, const em_tensor *gout,
                               const em_tensor *q, const em_tensor *k, const em_tensor *v,
                               const em_tensor *out, const em_tensor *lse, const em_tensor *mask,
-                              const em_attn_geom *g) EM_NN_WEAK;
+                              const em_attn_geom *g);
 
 #endif

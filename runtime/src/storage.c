@@ -75,7 +75,7 @@ em_tensor *em_small_tensor_block(size_t nbytes) {
   if (em_memory_check_limit(EM_CPU, nbytes) != 0) return NULL; /* the caller takes the long path */
   tensor_block *b = NULL;
   if (nbytes <= POOL_DATA) {
-    if (pool_n > 0 && em_on_main_thread()) b = pool[--pool_n];
+    if (em_on_main_thread() && pool_n > 0) b = pool[--pool_n]; /* pool_n: main thread only */
     else b = malloc(sizeof *b + POOL_DATA);
   } else {
     b = malloc(sizeof *b + nbytes);
@@ -149,7 +149,7 @@ void em_storage_release(em_storage *s) {
   if (s->backend_ctx == &block_marker) {
     em_memory_note_free(EM_CPU, s->nbytes);
     tensor_block *b = (tensor_block *)((char *)s - offsetof(tensor_block, s));
-    if (s->nbytes <= POOL_DATA && pool_n < POOL_CAP && em_on_main_thread()) pool[pool_n++] = b;
+    if (s->nbytes <= POOL_DATA && em_on_main_thread() && pool_n < POOL_CAP) pool[pool_n++] = b;
     else free(b);
     return;
   }

@@ -123,7 +123,9 @@ void *em_data_ptr(const em_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)em_dtypes[t->dtype_id].size;
 }
 
-int64_t em_storage_version(const em_tensor *t) { return t->storage->version; }
+int64_t em_storage_version(const em_tensor *t) {
+  return __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED); /* em_bump_version */
+}
 int em_same_storage(const em_tensor *a, const em_tensor *b) { return a->storage == b->storage; }
 
 int em_check_same_device(const char *fn, int n, const em_tensor *const *ts) {
@@ -289,7 +291,8 @@ em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const 
   /* Wrap the caller's memory as a borrowed CPU tensor and let copy_ cast and upload. */
   em_storage borrowed = {1, EM_CPU, (void *)data, (size_t)n * em_dtypes[src_dtype].size, 0,
                          NULL};
-  em_tensor src = *t;
+  em_tensor src;
+  em_header_copy(&src, t);
   src.dtype_id = src_dtype;
   src.device_id = EM_CPU;
   src.storage = &borrowed;

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The readers' libFuzzer targets (tests/fuzz/README.md).
 #
-#   run.sh regress <fuzz build dir> <libember.so>   each target over its committed corpus
+#   run.sh regress <fuzz build dir> <libember.a>    each target over its committed corpus
 #                                                   (tests/fuzz/corpus/<target>): ctest's fuzz_corpus
-#   run.sh fuzz <fuzz build dir> <libember.so>      each target for FUZZ_SECONDS (default 60),
+#   run.sh fuzz <fuzz build dir> <libember.a>       each target for FUZZ_SECONDS (default 60),
 #                                                   starting from the committed corpus (make fuzz)
 #
 # Both build the targets first with clang (a separate CMake project, tests/fuzz/CMakeLists.txt).
 # Without clang this fails and says so: a regression test that cannot run must not pass.
 set -euo pipefail
-mode=${1:?usage: run.sh regress|fuzz <build dir> <libember.so>}
+mode=${1:?usage: run.sh regress|fuzz <build dir> <libember.a>}
 build=${2:?build dir}
-lib=${3:?libember.so}
+lib=${3:?libember.a}
 here=$(cd "$(dirname "$0")" && pwd)
 
 if ! command -v clang >/dev/null 2>&1; then

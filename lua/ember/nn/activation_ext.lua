@@ -16,6 +16,7 @@ local M, F = {}, {}
 M.functional = F
 
 local named = require 'ember.nn.named_args'
+local field_module = require 'ember.nn.field_module'
 
 local function need(fn, x)
   if not tensor.is_tensor(x) then
@@ -175,24 +176,8 @@ end
 -- Each module keeps PyTorch's attributes (min_val, alpha, ...) and calls its function.
 
 local function module(name, fields, defaults, call, repr)
-  local cls = Module:extend(name)
-  function cls:__init(...)
-    local o = named(name, fields, ...)
-    for i, f in ipairs(fields) do
-      local v = o[f]
-      if v == nil then v = defaults[i] end
-      self[f] = v
-    end
-  end
-  cls.forward = function(self, x) return call(self, x) end
-  function cls:extra_repr()
-    if repr then return repr(self) end
-    local parts = {}
-    for _, f in ipairs(fields) do
-      if f ~= 'inplace' then parts[#parts + 1] = f .. '=' .. tostring(self[f]) end
-    end
-    return table.concat(parts, ', ')
-  end
+  local cls = field_module(name, fields, defaults, function(self, x) return call(self, x) end,
+    { repr = repr, hide = { inplace = true } })
   M[name] = cls
   return cls
 end

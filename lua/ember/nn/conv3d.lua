@@ -18,6 +18,7 @@ local init = require 'ember.nn.init_fns'
 local tensor = require 'ember.tensor'
 local args = require 'ember.nn.args'
 local named = require 'ember.nn.named_args'
+local field_module = require 'ember.nn.field_module'
 
 local M, F = {}, {}
 M.functional = F
@@ -296,27 +297,7 @@ end
 M.Conv3d = Conv3d
 
 local function pool_module(name, fields, defaults, call)
-  local cls = Module:extend(name)
-  function cls:__init(...)
-    local o = named(name, fields, ...)
-    for i, f in ipairs(fields) do
-      local v = o[f]
-      if v == nil then v = defaults[i] end
-      self[f] = v
-    end
-  end
-  cls.forward = call
-  function cls:extra_repr()
-    local parts = {}
-    for _, f in ipairs(fields) do
-      local v = self[f]
-      if v ~= nil then
-        parts[#parts + 1] = f .. '=' .. (type(v) == 'table' and '[' .. table.concat(v, ',') .. ']' or tostring(v))
-      end
-    end
-    return table.concat(parts, ', ')
-  end
-  M[name] = cls
+  M[name] = field_module(name, fields, defaults, call)
 end
 
 pool_module('MaxPool3d', { 'kernel_size', 'stride', 'padding', 'dilation', 'return_indices', 'ceil_mode' },

@@ -13,6 +13,7 @@ local Module = require 'ember.nn.module'
 local tensor = require 'ember.tensor'
 local args = require 'ember.nn.args'
 local named = require 'ember.nn.named_args'
+local field_module = require 'ember.nn.field_module'
 
 local M, F = {}, {}
 M.functional = F
@@ -565,27 +566,7 @@ end
 -- ---- modules -------------------------------------------------------------------------------
 
 local function module(name, fields, defaults, call, init)
-  local cls = Module:extend(name)
-  function cls:__init(...)
-    local o = named(name, fields, ...)
-    for i, f in ipairs(fields) do
-      local v = o[f]
-      if v == nil then v = defaults[i] end
-      self[f] = v
-    end
-    if init then init(self) end
-  end
-  cls.forward = call
-  function cls:extra_repr()
-    local parts = {}
-    for _, f in ipairs(fields) do
-      local v = self[f]
-      if v ~= nil then
-        parts[#parts + 1] = f .. '=' .. (type(v) == 'table' and '[' .. table.concat(v, ',') .. ']' or tostring(v))
-      end
-    end
-    return table.concat(parts, ', ')
-  end
+  local cls = field_module(name, fields, defaults, call, { init = init })
   M[name] = cls
   return cls
 end

@@ -6,10 +6,10 @@
 -- on every device). CTC calls em_ctc_loss (runtime/src/ops/nn_ctc.c): the alpha-beta recursion
 -- in log space, a kernel on the CPU and on Vulkan. reduction is 'mean' (default), 'sum' or 'none'.
 local ffi = require 'ffi'
-local Module = require 'ember.nn.module'
 local tensor = require 'ember.tensor'
 local core = require 'ember.core'
 local named = require 'ember.nn.named_args'
+local field_module = require 'ember.nn.field_module'
 local where = require('ember.ops.pointwise').where
 local autocast_inputs = require('ember.autocast').autocast_inputs
 local C = core.C
@@ -260,22 +260,8 @@ end
 -- ---- modules -----------------------------------------------------------------------------------
 
 local function loss_module(name, fields, defaults, call)
-  local cls = Module:extend(name)
-  function cls:__init(...)
-    local o = named(name, fields, ...)
-    for i, f in ipairs(fields) do
-      local v = o[f]
-      if v == nil then v = defaults[i] end
-      self[f] = v
-    end
-  end
-  cls.forward = call
+  local cls = field_module(name, fields, defaults, call)
   cls.backward = require('ember.nn.criterion').backward(name, call) -- Torch7's idiom
-  function cls:extra_repr()
-    local parts = {}
-    for _, f in ipairs(fields) do parts[#parts + 1] = f .. '=' .. tostring(self[f]) end
-    return table.concat(parts, ', ')
-  end
   M[name] = cls
   return cls
 end

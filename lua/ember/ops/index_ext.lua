@@ -21,32 +21,8 @@ local where = require('ember.ops.pointwise').where
 
 local M = {}
 
-local function fail(fn, msg) error(fn .. ': ' .. msg, 3) end
-
-local function need_tensor(fn, x, what)
-  if not is_tensor(x) then
-    error(('%s: expected a tensor for %s, got %s'):format(fn, what or 'the input', type(x)), 4)
-  end
-end
-
-local function need_index(fn, i, what)
-  need_tensor(fn, i, what)
-  if i:is_floating_point() or i:dtype() == 'bool' then
-    error(('%s: expected an integer tensor for %s, got %s'):format(fn, what, i:dtype()), 4)
-  end
-end
-
-local function pdim(fn, d, n)
-  if type(d) ~= 'number' or d ~= math.floor(d) then
-    error(('%s: expected an integer dimension, got %s'):format(fn, tostring(d)), 4)
-  end
-  if d == 0 then error(fn .. ': dimensions are 1-based in Lua; got 0', 4) end
-  local m = math.max(n, 1)
-  if d > m or d < -m then
-    error(('%s: dimension %d out of range for a %d-d tensor'):format(fn, d, n), 4)
-  end
-  return d > 0 and d or m + d + 1
-end
+local A = require 'ember.ops.ext_args'
+local fail, need_tensor, need_index, pdim = A.fail, A.need_tensor, A.need_index, A.pdim
 
 local function flat(x) return methods.reshape(x, { -1 }) end
 

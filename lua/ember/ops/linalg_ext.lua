@@ -13,35 +13,8 @@ local methods, is_tensor = tensor.methods, tensor.is_tensor
 
 local M = {}
 
-local function fail(fn, msg) error(fn .. ': ' .. msg, 3) end
-
-local function need_tensor(fn, x, what)
-  if not is_tensor(x) then
-    error(('%s: expected a tensor for %s, got %s'):format(fn, what or 'the input', type(x)), 4)
-  end
-end
-
-local function pdim(fn, d, n)
-  if type(d) ~= 'number' or d ~= math.floor(d) then
-    error(('%s: expected an integer dimension, got %s'):format(fn, tostring(d)), 4)
-  end
-  if d == 0 then error(fn .. ': dimensions are 1-based in Lua; got 0', 4) end
-  local m = math.max(n, 1)
-  if d > m or d < -m then
-    error(('%s: dimension %d out of range for a %d-d tensor'):format(fn, d, n), 4)
-  end
-  return d > 0 and d or m + d + 1
-end
-
-local function prod(t, from, to)
-  local p = 1
-  for i = from or 1, to or #t do p = p * t[i] end
-  return p
-end
-
-local function index_of(list, v)
-  for i, x in ipairs(list) do if x == v then return i end end
-end
+local A = require 'ember.ops.ext_args'
+local fail, need_tensor, pdim, prod, index_of = A.fail, A.need_tensor, A.pdim, A.prod, A.index_of
 
 local function permute(x, order)
   if #order == 0 then return x end

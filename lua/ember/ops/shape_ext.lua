@@ -23,26 +23,8 @@ local check_options = require('ember.util.names').check_options
 
 local function cat(...) return require('ember.ops.index').cat(...) end
 
-local function fail(fn, msg) error(fn .. ': ' .. msg, 3) end
-
--- A Lua dimension of an n-d tensor as a positive 1-based dim (scalars accept 1 and -1).
-local function pdim(fn, d, n, what)
-  if type(d) ~= 'number' or d ~= math.floor(d) then
-    error(('%s: expected an integer %s, got %s'):format(fn, what or 'dimension', tostring(d)), 4)
-  end
-  if d == 0 then error(fn .. ': dimensions are 1-based in Lua; got 0', 4) end
-  local m = math.max(n, 1)
-  if d > m or d < -m then
-    error(('%s: dimension %d out of range for a %d-d tensor'):format(fn, d, n), 4)
-  end
-  return d > 0 and d or m + d + 1
-end
-
-local function need_tensor(fn, x, what)
-  if not is_tensor(x) then
-    error(('%s: expected a tensor for %s, got %s'):format(fn, what or 'the input', type(x)), 4)
-  end
-end
+local A = require 'ember.ops.ext_args'
+local fail, pdim, need_tensor = A.fail, A.pdim, A.need_tensor
 
 local function need_int(fn, v, what, min)
   if type(v) ~= 'number' or v ~= math.floor(v) or v ~= v then

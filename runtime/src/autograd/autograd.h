@@ -61,10 +61,6 @@ struct em_node {
   /* Hooks and retain_grad of the non-leaf tensor this node produced. */
   em_hooks hooks;
   em_grad_meta *retained;      /* weak: the output's metadata when it asked to retain grad */
-  /* Engine scratch: the node's index in the backward pass engine_run (a pass nested in another,
-   * from a hook or a custom function, saves and restores the outer pass's values). */
-  uint64_t engine_run;
-  int engine_index;
   int n_inputs;
   em_input_edge inputs[];
 };
@@ -127,6 +123,17 @@ void em_ag_function_drop(em_fn_state *state);
 /* An id for the backward pass running on this thread (engine.c); 0 outside backward. Custom
  * functions with several outputs use it to tell this pass's gradients from stale ones. */
 uint64_t em_ag_run_id(void);
+
+/* ---- threads (sync.c) ---- */
+/* A new reference to the leaf's AccumulateGrad node, made on first use; NULL on failure. */
+em_node *em_ag_accumulator_of(em_grad_meta *m, const em_tensor *leaf);
+/* Clears the leaf's weak pointer to acc (acc's last reference is gone). */
+void em_ag_accumulator_forget(em_node *acc);
+/* Serializes .grad and hook-list access on one leaf (a striped mutex). */
+void em_ag_leaf_lock(const em_tensor *leaf);
+void em_ag_leaf_unlock(const em_tensor *leaf);
+/* A copy of a leaf's hook list taken under its lock (free copy->items); -1 on failure. */
+int em_ag_hooks_snapshot(const em_tensor *leaf, const em_hooks *hooks, em_hooks *copy);
 
 /* The AccumulateGrad backward (engine.c uses it to spot leaves). */
 int em_ag_accumulate(em_node *node, const em_tensor *grad, em_tensor **grad_inputs);

@@ -3,6 +3,10 @@
  * lead into each, then runs nodes in an order where each runs once all the gradients flowing
  * into it have been summed. AccumulateGrad nodes add into leaves' .grad. Without retain_graph,
  * the saved tensors of every node run are freed afterwards.
+ *
+ * A pass keeps its bookkeeping (a node's index, its pending count, its summed gradient) in its
+ * own tables, never in the nodes: graphs on other threads share nodes with this one (a shared
+ * leaf's AccumulateGrad), and passes nest (a hook or a custom function may call backward).
  */
 #include <stdlib.h>
 
@@ -13,16 +17,59 @@ typedef struct engine {
   em_node **nodes;
   int *pending;            /* edges into node i not yet delivered */
   em_tensor **buffers;     /* summed gradient flowing into node i */
-  int *outer_index;        /* node i's engine_index and engine_run before this pass */
-  uint64_t *outer_run;
-  uint64_t run;            /* this pass's id */
   int count, cap;
+  /* node -> i: open addressing, linear probing, at most half full */
+  em_node **slot_node;
+  int *slot_index;
+  unsigned slot_mask;      /* table size - 1 (0: no table yet) */
   /* autograd.grad: gradients captured at these nodes instead of accumulated into leaves */
   int n_capture;
   em_node *const *capture;
   em_tensor **captured;
   bool create_graph;
 } engine;
+
+static unsigned slot_hash(const em_node *node, unsigned mask) {
+  uint64_t p = (uint64_t)(uintptr_t)node >> 4;
+  return (unsigned)((p * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & mask;
+}
+
+/* Node's index in this pass, or -1 when the pass has not met it. */
+static int index_of(const engine *e, const em_node *node) {
+  if (e->slot_mask == 0) return -1;
+  for (unsigned h = slot_hash(node, e->slot_mask);; h = (h + 1) & e->slot_mask) {
+    if (e->slot_node[h] == node) return e->slot_index[h];
+    if (e->slot_node[h] == NULL) return -1;
+  }
+}
+
+static void slot_put(engine *e, em_node *node, int index) {
+  unsigned h = slot_hash(node, e->slot_mask);
+  while (e->slot_node[h] != NULL) h = (h + 1) & e->slot_mask;
+  e->slot_node[h] = node;
+  e->slot_index[h] = index;
+}
+
+/* Makes room for one more node in the table (rehashing the nodes so far). */
+static int slot_reserve(engine *e) {
+  unsigned size = e->slot_mask + 1;
+  if (e->slot_mask != 0 && (unsigned)(e->count + 1) * 2 <= size) return 0;
+  size = e->slot_mask ? size * 2 : 128;
+  em_node **nodes = calloc(size, sizeof *nodes);
+  int *index = malloc(size * sizeof *index);
+  if (nodes == NULL || index == NULL) {
+    free(nodes);
+    free(index);
+    return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward graph");
+  }
+  free(e->slot_node);
+  free(e->slot_index);
+  e->slot_node = nodes;
+  e->slot_index = index;
+  e->slot_mask = size - 1;
+  for (int i = 0; i < e->count; i++) slot_put(e, e->nodes[i], i);
+  return 0;
+}
 
 static int push_node(engine *e, em_node *node) {
   if (e->count == e->cap) {
@@ -33,18 +80,12 @@ static int push_node(engine *e, em_node *node) {
     if (pending) e->pending = pending;
     em_tensor **buffers = realloc(e->buffers, (size_t)cap * sizeof *buffers);
     if (buffers) e->buffers = buffers;
-    int *outer_index = realloc(e->outer_index, (size_t)cap * sizeof *outer_index);
-    if (outer_index) e->outer_index = outer_index;
-    uint64_t *outer_run = realloc(e->outer_run, (size_t)cap * sizeof *outer_run);
-    if (outer_run) e->outer_run = outer_run;
-    if (!nodes || !pending || !buffers || !outer_index || !outer_run)
+    if (!nodes || !pending || !buffers)
       return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward graph");
     e->cap = cap;
   }
-  e->outer_index[e->count] = node->engine_index;
-  e->outer_run[e->count] = node->engine_run;
-  node->engine_index = e->count;
-  node->engine_run = e->run;
+  if (slot_reserve(e) != 0) return -1;
+  slot_put(e, node, e->count);
   e->nodes[e->count] = node;
   e->pending[e->count] = 0;
   e->buffers[e->count] = NULL;
@@ -58,7 +99,7 @@ static int collect(engine *e, int n_roots, em_node *const *roots) {
   em_node **stack = malloc((size_t)cap * sizeof *stack);
   if (stack == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward");
   for (int r = 0; r < n_roots; r++) {
-    if (roots[r] == NULL || roots[r]->engine_run == e->run) continue;
+    if (roots[r] == NULL || index_of(e, roots[r]) >= 0) continue;
     if (push_node(e, roots[r]) != 0) goto fail;
     stack[sp++] = roots[r];
   }
@@ -67,7 +108,9 @@ static int collect(engine *e, int n_roots, em_node *const *roots) {
     for (int i = 0; i < node->n_inputs; i++) {
       em_node *next = node->inputs[i].node;
       if (next == NULL) continue;
-      if (next->engine_run != e->run) {
+      int j = index_of(e, next);
+      if (j < 0) {
+        j = e->count;
         if (push_node(e, next) != 0) goto fail;
         if (sp == cap) {
           cap *= 2;
@@ -80,7 +123,7 @@ static int collect(engine *e, int n_roots, em_node *const *roots) {
         }
         stack[sp++] = next;
       }
-      e->pending[next->engine_index]++;
+      e->pending[j]++;
     }
   }
   free(stack);
@@ -119,8 +162,8 @@ static int run_node(engine *e, int index, int *ready, int *n_ready) {
      * this edge, and may get gradients along other paths. */
     for (int i = 0; i < node->n_inputs; i++) {
       em_node *next = node->inputs[i].node;
-      if (next != NULL && --e->pending[next->engine_index] == 0)
-        ready[(*n_ready)++] = next->engine_index;
+      int j = next != NULL ? index_of(e, next) : -1;
+      if (j >= 0 && --e->pending[j] == 0) ready[(*n_ready)++] = j;
     }
     return 0;
   }
@@ -159,7 +202,7 @@ static int run_node(engine *e, int index, int *ready, int *n_ready) {
       em_release(grad_inputs[i]);
       continue;
     }
-    int j = next->engine_index;
+    int j = index_of(e, next);
     if (grad_inputs[i] && accumulate_buffer(e, j, grad_inputs[i]) != 0) {
       grad_inputs[i] = NULL;
       rc = -1;
@@ -203,7 +246,6 @@ static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_
   engine e = {0};
   uint64_t outer_run_id = current_run_id;
   current_run_id = __atomic_add_fetch(&next_run_id, 1, __ATOMIC_RELAXED);
-  e.run = current_run_id;
   /* Backward replays the dtypes the forward recorded: autocast stays out of it. */
   em_autocast_suspend();
   e.create_graph = create_graph;
@@ -216,7 +258,7 @@ static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_
   if (rc == 0 && ready == NULL) rc = em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: backward");
   for (int r = 0; rc == 0 && r < n_roots; r++) {
     if (roots[r] == NULL) continue;
-    rc = accumulate_buffer(&e, roots[r]->engine_index, em_retain(root_grads[r]));
+    rc = accumulate_buffer(&e, index_of(&e, roots[r]), em_retain(root_grads[r]));
   }
   for (int i = 0; rc == 0 && i < e.count; i++)
     if (e.pending[i] == 0) ready[n_ready++] = i;
@@ -228,15 +270,13 @@ static int run_graph(int n_roots, em_node *const *roots, em_tensor *const *root_
   for (int i = 0; i < e.count; i++) {
     em_release(e.buffers[i]);
     if (rc == 0 && !retain_graph) release_saved_tensors(e.nodes[i]);
-    e.nodes[i]->engine_index = e.outer_index[i];
-    e.nodes[i]->engine_run = e.outer_run[i];
   }
   free(ready);
   free(e.nodes);
   free(e.pending);
   free(e.buffers);
-  free(e.outer_index);
-  free(e.outer_run);
+  free(e.slot_node);
+  free(e.slot_index);
   em_autocast_resume();
   current_run_id = outer_run_id;
   return rc;

@@ -132,7 +132,7 @@ int em_ag_adopt(em_tensor *self, em_tensor *result) {
 
 int em_ag_inplace_check(const char *fn, const em_tensor *self) {
   if (em_ag_check_inplace(fn, self) != 0) return -1;
-  if (self->storage->refcount > 1)
+  if (__atomic_load_n(&self->storage->refcount, __ATOMIC_RELAXED) > 1)
     return em_error("%s: an in-place operation that autograd must record needs a tensor that "
                     "shares its storage with no other tensor (this one is a view, or was saved "
                     "for backward); use the out-of-place form", fn);

@@ -16,13 +16,22 @@ int em_set_grad_enabled(int enabled) {
   return previous;
 }
 
+/* Created once even when threads race for it (sync.c says which tensors threads share). */
 static em_grad_meta *meta_of(em_tensor *t) {
-  if (t->grad_meta == NULL) {
-    t->grad_meta = calloc(1, sizeof *t->grad_meta);
-    if (t->grad_meta == NULL)
-      em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: autograd metadata");
+  em_grad_meta *m = __atomic_load_n(&t->grad_meta, __ATOMIC_ACQUIRE);
+  if (m != NULL) return m;
+  m = calloc(1, sizeof *m);
+  if (m == NULL) {
+    em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: autograd metadata");
+    return NULL;
   }
-  return t->grad_meta;
+  em_grad_meta *expected = NULL;
+  if (!__atomic_compare_exchange_n(&t->grad_meta, &expected, m, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    free(m); /* another thread's won */
+    m = expected;
+  }
+  return m;
 }
 
 int em_requires_grad(const em_tensor *t) {
@@ -49,8 +58,11 @@ int em_set_requires_grad(em_tensor *t, int requires_grad) {
 }
 
 em_tensor *em_grad(const em_tensor *t) {
-  if (t == NULL || t->grad_meta == NULL || t->grad_meta->grad == NULL) return NULL;
-  return em_retain(t->grad_meta->grad);
+  if (t == NULL || t->grad_meta == NULL) return NULL;
+  em_ag_leaf_lock(t); /* a backward on another thread may be accumulating into it */
+  em_tensor *g = em_retain(t->grad_meta->grad);
+  em_ag_leaf_unlock(t);
+  return g;
 }
 
 int em_set_grad(em_tensor *t, const em_tensor *grad) {
@@ -69,8 +81,10 @@ int em_set_grad(em_tensor *t, const em_tensor *grad) {
   if (grad == NULL && t->grad_meta == NULL) return 0;
   em_grad_meta *m = meta_of(t);
   if (m == NULL) return -1;
+  em_ag_leaf_lock(t);
   em_tensor *old = m->grad;
   m->grad = grad ? em_retain((em_tensor *)grad) : NULL;
+  em_ag_leaf_unlock(t);
   em_release(old);
   return 0;
 }
@@ -121,28 +135,36 @@ int em_register_hook(em_tensor *t, em_grad_hook hook, void *userdata) {
   if (t == NULL || hook == NULL) return em_error("register_hook: expected a tensor and a hook");
   if (!em_requires_grad(t))
     return em_error("register_hook: cannot register a hook on a tensor that does not require grad");
+  em_ag_leaf_lock(t); /* a backward on another thread may be reading a leaf's hooks */
   em_hooks *h = hooks_of(t);
   if (h->count == h->cap) {
     int cap = h->cap ? h->cap * 2 : 4;
     em_hook *items = realloc(h->items, (size_t)cap * sizeof *items);
-    if (items == NULL) return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: hooks");
+    if (items == NULL) {
+      em_ag_leaf_unlock(t);
+      return em_error_kind_set(EM_ERR_OOM, "out of memory on cpu: hooks");
+    }
     h->items = items;
     h->cap = cap;
   }
   int id = ++h->next_id;
   h->items[h->count++] = (em_hook){id, hook, userdata};
+  em_ag_leaf_unlock(t);
   return id;
 }
 
 int em_remove_hook(em_tensor *t, int hook_id) {
   if (t == NULL || t->grad_meta == NULL) return em_error("remove_hook: no hooks on this tensor");
+  em_ag_leaf_lock(t);
   em_hooks *h = hooks_of(t);
   for (int i = 0; i < h->count; i++) {
     if (h->items[i].id != hook_id) continue;
     memmove(&h->items[i], &h->items[i + 1], (size_t)(h->count - i - 1) * sizeof h->items[0]);
     h->count--;
+    em_ag_leaf_unlock(t);
     return 0;
   }
+  em_ag_leaf_unlock(t);
   return em_error("remove_hook: no hook with id %d", hook_id);
 }
 
@@ -182,7 +204,7 @@ void em_node_release(em_node *node) {
   release_saved(node);
   for (int i = 0; i < node->n_inputs; i++) em_node_release(node->inputs[i].node);
   if (node->leaf) {
-    if (node->leaf->grad_meta && node->leaf->grad_meta->acc == node) node->leaf->grad_meta->acc = NULL;
+    em_ag_accumulator_forget(node);
     em_release(node->leaf);
   }
   hooks_free(&node->hooks);
@@ -200,7 +222,6 @@ em_node *em_ag_node_alloc(const char *name, em_backward_fn backward, int n_input
   node->name = name;
   node->backward = backward;
   node->n_inputs = n_inputs;
-  node->engine_index = -1;
   return node;
 }
 
@@ -210,15 +231,7 @@ em_node *em_ag_edge_of(const em_tensor *t) {
     em_node_retain(m->grad_fn);
     return m->grad_fn;
   }
-  if (m->acc == NULL) {
-    em_node *acc = em_ag_node_alloc("AccumulateGrad", em_ag_accumulate, 0);
-    if (acc == NULL) return NULL;
-    acc->leaf = em_retain((em_tensor *)t);
-    m->acc = acc;
-    return acc; /* the caller takes this first reference */
-  }
-  em_node_retain(m->acc);
-  return m->acc;
+  return em_ag_accumulator_of(m, t); /* shared by every graph using the leaf (sync.c) */
 }
 
 bool em_ag_should_record(int n, const em_tensor *const *ts) {
@@ -267,7 +280,7 @@ int em_ag_save(em_node *node, const em_tensor *t) {
     }
   }
   node->saved[node->n_saved].t = d;
-  node->saved[node->n_saved].version = t->storage->version;
+  node->saved[node->n_saved].version = em_storage_version(t);
   node->n_saved++;
   return 0;
 }
@@ -278,10 +291,11 @@ const em_tensor *em_ag_saved(em_node *node, int i) {
                          "use saved tensors after they were freed); pass retain_graph=true to "
                          "the first backward");
   em_saved *s = &node->saved[i];
-  if (s->t->storage->version != s->version)
+  int64_t version = em_storage_version(s->t);
+  if (version != s->version)
     return em_error_null("backward: a tensor that %s needs was modified by an in-place "
                          "operation (its version is %lld, expected %lld)", node->name,
-                         (long long)s->t->storage->version, (long long)s->version);
+                         (long long)version, (long long)s->version);
   return s->t;
 }
 

@@ -2,6 +2,8 @@
  * util.c: what the backward formulas share: shaping a gradient back to an input (undoing
  * broadcasting and promotion), and accumulating into .grad.
  */
+#include <stdlib.h>
+
 #include "autograd.h"
 
 em_tensor *em_ag_shape_to_input(const em_node *node, int i, em_tensor *grad) {
@@ -51,7 +53,8 @@ void em_ag_release_all(int n, em_tensor **ts) {
 /* A gradient nobody else holds (one reference, its own storage, contiguous) can become .grad
  * without a copy. */
 static bool exclusively_held(const em_tensor *g) {
-  return g->refcount == 1 && g->storage->refcount == 1 && g->grad_meta == NULL &&
+  return __atomic_load_n(&g->refcount, __ATOMIC_RELAXED) == 1 &&
+         __atomic_load_n(&g->storage->refcount, __ATOMIC_RELAXED) == 1 && g->grad_meta == NULL &&
          g->offset == 0 && em_is_contiguous(g) &&
          (size_t)em_numel(g) * em_dtypes[g->dtype_id].size == g->storage->nbytes;
 }
@@ -79,14 +82,24 @@ int em_ag_retain_into(em_grad_meta *meta, const em_tensor *grad) {
   return add_into(&meta->grad, grad);
 }
 
+/* Graphs on other threads may share the leaf: its hooks are read, and its .grad summed, under
+ * the leaf's lock (sync.c); the hooks run outside it. */
 int em_ag_accumulate(em_node *node, const em_tensor *grad, em_tensor **grad_inputs) {
   (void)grad_inputs;
   em_tensor *leaf = node->leaf;
   em_grad_meta *m = leaf->grad_meta;
-  if (m->hooks.count == 0) return add_into(&m->grad, grad);
-  em_tensor *g = em_ag_run_hooks(&m->hooks, (em_tensor *)grad);
-  if (g == NULL) return -1;
+  em_hooks hooks;
+  if (em_ag_hooks_snapshot(leaf, &m->hooks, &hooks) != 0) return -1;
+  em_tensor *g = (em_tensor *)grad;
+  bool hooked = hooks.count > 0; /* g is then our own reference */
+  if (hooked) {
+    g = em_ag_run_hooks(&hooks, g);
+    free(hooks.items);
+    if (g == NULL) return -1;
+  }
+  em_ag_leaf_lock(leaf);
   int rc = add_into(&m->grad, g);
-  em_release(g);
+  em_ag_leaf_unlock(leaf);
+  if (hooked) em_release(g);
   return rc;
 }

@@ -65,54 +65,54 @@ static inline void em_st_i32(char *p, double v) { *(int32_t *)p = (int32_t)em_sa
 static inline void em_st_i64(char *p, double v) { *(int64_t *)p = em_sat_i64(v); }
 static inline void em_st_b8(char *p, double v) { *(uint8_t *)p = v != 0; }
 
-/* Kernel entry points, one file per family. Those marked EM_KERNEL_WEAK are weak while their
- * families are being written: a missing one leaves its table slot NULL, and the op then reports
- * "not implemented on cpu" instead of failing to link. */
-#define EM_KERNEL_WEAK __attribute__((weak))
+/* Kernel entry points, one file per family. Strong references on purpose: the table in
+ * backend.c is what pulls each family's object out of libember.a (a weak reference does not,
+ * and a statically linked program then lost its kernels). A slot left empty on purpose is
+ * NULL in the table, and its op reports "not implemented on cpu". */
 int em_cpu_copy(em_tensor *dst, const em_tensor *src);
 int em_cpu_fill(em_tensor *dst, double value);
 int em_cpu_arange(em_tensor *out, double start, double step);
 int em_cpu_linspace(em_tensor *out, double start, double end);
 int em_cpu_random(em_tensor *out, em_random_kind kind, uint64_t seed, uint64_t offset, double a,
-                  double b) EM_KERNEL_WEAK;
+                  double b);
 int em_cpu_multinomial(em_tensor *out, em_tensor *w, int64_t n, int replacement, uint64_t seed,
                        uint64_t offset);
-int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
+int em_cpu_unary(em_unary_op op, em_tensor *out, const em_tensor *x);
 int em_cpu_binary(em_binary_op op, em_tensor *out, const em_tensor *a, const em_tensor *b,
-                  double alpha) EM_KERNEL_WEAK;
+                  double alpha);
 int em_cpu_binary_contiguous(em_binary_op op, em_tensor *out, const em_tensor *a,
-                             const em_tensor *b, double alpha) EM_KERNEL_WEAK;
-int em_cpu_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b) EM_KERNEL_WEAK;
-int em_cpu_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi) EM_KERNEL_WEAK;
+                             const em_tensor *b, double alpha);
+int em_cpu_where(em_tensor *out, const em_tensor *cond, const em_tensor *a, const em_tensor *b);
+int em_cpu_clamp(em_tensor *out, const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
 int em_cpu_lerp(em_tensor *out, const em_tensor *start, const em_tensor *end,
-                const em_tensor *weight) EM_KERNEL_WEAK;
+                const em_tensor *weight);
 int em_cpu_addc(int divide, em_tensor *out, const em_tensor *x, const em_tensor *t1,
-                const em_tensor *t2, double value) EM_KERNEL_WEAK;
-int em_cpu_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask) EM_KERNEL_WEAK;
+                const em_tensor *t2, double value);
+int em_cpu_reduce(em_reduce_op op, em_tensor *out, const em_tensor *x, uint32_t mask);
 int em_cpu_moments(em_tensor *out, const em_tensor *x, uint32_t mask, double correction,
-                   int take_sqrt) EM_KERNEL_WEAK;
-int em_cpu_norm(em_tensor *out, const em_tensor *x, uint32_t mask, double p) EM_KERNEL_WEAK;
+                   int take_sqrt);
+int em_cpu_norm(em_tensor *out, const em_tensor *x, uint32_t mask, double p);
 int em_cpu_arg_reduce(int is_max, em_tensor *values, em_tensor *indices, const em_tensor *x,
-                      int dim) EM_KERNEL_WEAK;
-int em_cpu_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim) EM_KERNEL_WEAK;
-int em_cpu_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim) EM_KERNEL_WEAK;
+                      int dim);
+int em_cpu_scan(int is_prod, em_tensor *out, const em_tensor *x, int dim);
+int em_cpu_softmax(int is_log, em_tensor *out, const em_tensor *x, int dim);
 int em_cpu_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, double alpha,
-                double beta) EM_KERNEL_WEAK;
-int em_cpu_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index) EM_KERNEL_WEAK;
-int em_cpu_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index) EM_KERNEL_WEAK;
+                double beta);
+int em_cpu_index_select(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
+int em_cpu_gather(em_tensor *out, const em_tensor *x, int dim, const em_tensor *index);
 int em_cpu_scatter(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                   int accumulate) EM_KERNEL_WEAK;
+                   int accumulate);
 int em_cpu_index_put(em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                     double alpha, int accumulate) EM_KERNEL_WEAK;
-int em_cpu_nonzero(em_tensor *out, const em_tensor *x) EM_KERNEL_WEAK;
+                     double alpha, int accumulate);
+int em_cpu_nonzero(em_tensor *out, const em_tensor *x);
 int em_cpu_sort(em_tensor *values, em_tensor *indices, const em_tensor *x, int dim,
-                int descending) EM_KERNEL_WEAK;
+                int descending);
 int em_cpu_sgd_step(em_tensor *param, const em_tensor *grad, em_tensor *buf,
-                    const em_sgd_options *o) EM_KERNEL_WEAK;
+                    const em_sgd_options *o);
 int em_cpu_adam_step(em_tensor *param, const em_tensor *grad, em_tensor *exp_avg,
                      em_tensor *exp_avg_sq, em_tensor *max_exp_avg_sq,
-                     const em_adam_options *o) EM_KERNEL_WEAK;
+                     const em_adam_options *o);
 int em_cpu_amp_unscale(em_tensor *const *grads, int n, em_tensor *found_inf,
-                       double inv_scale) EM_KERNEL_WEAK;
+                       double inv_scale);
 
 #endif

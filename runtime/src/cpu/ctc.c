@@ -129,7 +129,8 @@ int em_cpu_ctc_loss(em_tensor *nll, em_tensor *grad, const em_tensor *log_probs,
     if (w > maxw) maxw = w;
   }
   int failed = 0;
-#pragma omp parallel for schedule(dynamic) if (N > 1 && !omp_in_parallel())
+  int nt = em_get_num_threads(); /* the process-wide count, whichever host thread calls */
+#pragma omp parallel for num_threads(nt) schedule(dynamic) if (N > 1 && nt > 1 && !omp_in_parallel())
   for (int64_t n = 0; n < N; n++) {
     double *work = malloc(sizeof(double) * (size_t)(maxw > 0 ? maxw : 1));
     if (work == NULL) {

@@ -133,7 +133,8 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, mat 
  * there. Returns a new reference, or NULL with an out-of-memory error. */
 static em_tensor *contiguous_copy(const em_tensor *t, em_dtype dtype) {
   bool shared = false;
-  em_tensor src = *t;
+  em_tensor src;
+  em_header_copy(&src, t);
   for (int d = 0; d < t->ndim - 2; d++)
     if (t->strides[d] == 0 && t->sizes[d] > 1) src.sizes[d] = 1, shared = true;
   em_tensor *c = em_empty(t->ndim, src.sizes, dtype, EM_CPU);
@@ -394,7 +395,7 @@ static int blas_gemm(em_tensor *out, const em_tensor *a, const em_tensor *b, dou
   em_tensor folded;
   int64_t rows, rs;
   if (fold_batch(a, b, &rows, &rs)) {
-    folded = *a;
+    em_header_copy(&folded, a);
     folded.sizes[0] = 1;
     folded.sizes[1] = rows;
     folded.strides[1] = rs;

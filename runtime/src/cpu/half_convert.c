@@ -45,11 +45,14 @@ static inline uint32_t pick(int cond, uint32_t a, uint32_t b) {
 
 /* ---- bfloat16: the upper half of a float32 ---- */
 
-EM_CLONES void em_cvt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) {
+/* The clones are static, behind plain entry points: GCC gives a global target_clones
+ * function's dispatcher (an ifunc) default visibility whatever -fvisibility says, which
+ * would export these internals from libember.so. */
+EM_CLONES static void bf16_to_f32(float *dst, const uint16_t *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = bits_f32((uint32_t)src[i] << 16);
 }
 
-EM_CLONES void em_cvt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+EM_CLONES static void f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     uint32_t u = f32_bits(src[i]);
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -57,6 +60,10 @@ EM_CLONES void em_cvt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
     dst[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
   }
 }
+
+void em_cvt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) { bf16_to_f32(dst, src, n); }
+
+void em_cvt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) { f32_to_bf16(dst, src, n); }
 
 /* ---- float16 ---- */
 
@@ -77,12 +84,14 @@ static inline float half_to_float_bits(uint16_t h) {
 /* Whether to use F16C: the CPU has it, and EMBER_CPU_F16C=0 does not turn it off (the tests
  * run the software path that way). Read once. */
 static int use_f16c(void) {
-  static int use = -1;
-  if (use < 0) {
+  static int use = -1; /* relaxed atomics: threads may ask at once, all get the same answer */
+  int u = __atomic_load_n(&use, __ATOMIC_RELAXED);
+  if (u < 0) {
     const char *env = getenv("EMBER_CPU_F16C");
-    use = __builtin_cpu_supports("f16c") && !(env && strcmp(env, "0") == 0);
+    u = __builtin_cpu_supports("f16c") && !(env && strcmp(env, "0") == 0);
+    __atomic_store_n(&use, u, __ATOMIC_RELAXED);
   }
-  return use;
+  return u;
 }
 
 __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(float *dst, const uint16_t *src,

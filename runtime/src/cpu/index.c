@@ -125,7 +125,7 @@ static run_fn pick_run(const em_tensor *dst, int accumulate) {
 /* A stack header for t without dimension `dim` (the element at index 0 along it): the slice
  * the iterator walks. Its storage is t's; it must not outlive t. */
 static void drop_dim(em_tensor *v, const em_tensor *t, int dim) {
-  *v = *t;
+  em_header_copy(v, t);
   v->grad_meta = NULL;
   v->ndim = t->ndim - 1;
   for (int i = dim; i < t->ndim - 1; i++) {

@@ -154,12 +154,14 @@ AVX512 static void max2_plane_f32_avx512(float *y, int64_t *ind, const float *x,
 }
 
 static bool has_avx512(void) {
-  static int cached = -1;
-  if (cached < 0) {
+  static int cached = -1; /* relaxed atomics: threads may ask at once, all get the same answer */
+  int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (c < 0) {
     __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx512f") != 0;
+    c = __builtin_cpu_supports("avx512f") != 0;
+    __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
   }
-  return cached != 0;
+  return c != 0;
 }
 
 static bool is_2x2(const em_pool_geom *g) {

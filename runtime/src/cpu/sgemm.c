@@ -23,12 +23,14 @@ enum { KC = 384 }; /* 384 x 32 floats = 48 KB: the B slice, about L1 */
 #define AVX512 __attribute__((target("avx512f")))
 
 bool em_sgemm_available(void) {
-  static int cached = -1;
-  if (cached < 0) {
+  static int cached = -1; /* relaxed atomics: threads may ask at once, all get the same answer */
+  int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (c < 0) {
     __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx512f") != 0;
+    c = __builtin_cpu_supports("avx512f") != 0;
+    __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
   }
-  return cached != 0;
+  return c != 0;
 }
 
 /* ---- packing ---------------------------------------------------------------------------------- */

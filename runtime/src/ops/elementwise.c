@@ -86,7 +86,7 @@ int em_ew_begin(em_ew *ew, const char *fn, int n, const em_tensor *const *ts) {
 
 /* A stride-0 broadcast header on the stack: valid while the source tensor lives. */
 static void stack_broadcast(em_tensor *v, const em_tensor *t, int ndim, const int64_t *sizes) {
-  *v = *t;
+  em_header_copy(v, t);
   v->ndim = ndim;
   v->grad_meta = NULL;
   v->flags = 0;
@@ -125,7 +125,7 @@ int em_ew_prepare(em_ew *ew) {
       cs->refcount = 1;
       cs->data = &ew->cell[i];
       cs->nbytes = sizeof ew->cell[i];
-      *v = *t;
+      em_header_copy(v, t);
       v->dtype_id = ew->compute;
       v->offset = 0;
       v->storage = cs;

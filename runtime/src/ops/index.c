@@ -36,7 +36,7 @@ static bool is_integer_dtype(em_dtype d) { return !em_dtypes[d].is_float && d !=
  * The header borrows t's storage. */
 static const em_tensor *as_1d(em_tensor *header, const em_tensor *t) {
   if (t->ndim > 0) return t;
-  *header = *t;
+  em_header_copy(header, t);
   header->grad_meta = NULL;
   header->ndim = 1;
   header->sizes[0] = 1;
@@ -111,7 +111,7 @@ static int check_writable(const char *fn, const em_tensor *x) {
 /* A view of t with the given sizes in every dimension (each no larger than t's), on the stack,
  * borrowing t's storage. */
 static void narrow_to(em_tensor *v, const em_tensor *t, const int64_t *sizes) {
-  *v = *t;
+  em_header_copy(v, t);
   v->grad_meta = NULL;
   for (int d = 0; d < t->ndim; d++) v->sizes[d] = sizes[d];
 }

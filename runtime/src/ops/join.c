@@ -15,7 +15,7 @@
 
 /* A stack header viewing t: same storage, a new geometry. Valid while t lives. */
 static void header_of(em_tensor *v, const em_tensor *t) {
-  *v = *t;
+  em_header_copy(v, t);
   v->grad_meta = NULL;
   v->flags = 0;
 }

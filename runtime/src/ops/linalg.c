@@ -29,7 +29,7 @@
  * products. */
 static void view_into(em_tensor *v, const em_tensor *t, int ndim, const int64_t *sizes,
                       const int64_t *strides, int64_t offset) {
-  if (v != t) *v = *t;
+  if (v != t) em_header_copy(v, t);
   v->ndim = ndim;
   for (int i = 0; i < ndim; i++) {
     v->sizes[i] = sizes[i];

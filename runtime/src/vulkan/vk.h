@@ -353,6 +353,9 @@ void em_vk_read_free(void *h);
 
 /* vk_pipeline.c */
 int em_vk_pipeline_init(vk_device *D);
+/* The pipeline cache file of D ($EMBER_CACHE_DIR, $XDG_CACHE_HOME/ember or ~/.cache/ember, then
+ * vulkan-<vendor>-<device>-<uuid>.bin), or "" when no folder is known. */
+void em_vk_cache_file(const vk_device *D, char *buf, size_t n);
 /* Records one dispatch of kernel k over n elements (the push constants say how) with up to 4
  * operands (operand 0 is written, NULL operands are unused). */
 int em_vk_dispatch(vk_device *D, vk_kernel_id k, const vk_params *p, const em_tensor *const *ops,

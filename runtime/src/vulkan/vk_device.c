@@ -72,7 +72,7 @@ int em_vk_start(void *ctx) {
   if (create_device(D) != 0 || em_vk_memory_init(D) != 0 || em_vk_command_init(D) != 0 ||
       em_vk_pipeline_init(D) != 0)
     goto done;
-  D->started = true;
+  __atomic_store_n(&D->started, true, __ATOMIC_RELEASE); /* read without the lock: vk_memory.c */
   rc = 0;
 done:
   pthread_mutex_unlock(&D->lock);

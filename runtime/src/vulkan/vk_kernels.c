@@ -96,11 +96,13 @@ static bool vec4_fits(vk_kernel_id k, const geometry *g, const em_tensor *const 
  * H100 (x + y at 2.83 TB/s against 2.64 with 2048 groups); on a CPU-type driver, where each
  * workgroup costs a function call, 2048. EMBER_VK_VEC4_GROUPS overrides it (tuning). */
 static uint32_t vec4_max_groups(const vk_device *D) {
-  static uint32_t forced = ~0u;
+  static uint32_t forced_once = ~0u; /* relaxed atomics: every thread computes the same */
+  uint32_t forced = __atomic_load_n(&forced_once, __ATOMIC_RELAXED);
   if (forced == ~0u) {
     const char *e = getenv("EMBER_VK_VEC4_GROUPS");
     long v = e ? strtol(e, NULL, 10) : 0;
     forced = v > 0 && v <= (1l << 20) ? (uint32_t)v : 0; /* the kernels step 3 grids at once */
+    __atomic_store_n(&forced_once, forced, __ATOMIC_RELAXED);
   }
   if (forced) return forced;
   return D->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 2048 : 65535;
@@ -241,7 +243,7 @@ static int launch(const char *fn, vk_kernel_id k, vk_params *p, const em_tensor 
       rc = -1;
       break;
     }
-    views[q] = *t;
+    em_header_copy(&views[q], t);
     views[q].storage = owned[q]->storage;
     views[q].offset = owned[q]->offset;
     dev_ts[q] = &views[q];

@@ -91,8 +91,9 @@ const char *em_vk_result_name(VkResult r) {
 }
 
 unsigned em_vk_test_hooks(void) {
-  static int cached = -1;
-  if (cached >= 0) return (unsigned)cached;
+  static int cached = -1; /* relaxed atomics: threads may ask at once, all get the same answer */
+  int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (c >= 0) return (unsigned)c;
   unsigned hooks = 0;
   const char *env = getenv("EMBER_VK_TEST");
   if (env != NULL) {
@@ -102,7 +103,7 @@ unsigned em_vk_test_hooks(void) {
     if (strstr(env, "small-grid")) hooks |= VK_TEST_SMALL_GRID;
     if (strstr(env, "gpu-copies")) hooks |= VK_TEST_GPU_COPIES;
   }
-  cached = (int)hooks;
+  __atomic_store_n(&cached, (int)hooks, __ATOMIC_RELAXED);
   return hooks;
 }
 

@@ -119,6 +119,9 @@ const void *em_vk_coop_setup(vk_device *D, vk_coop_setup *s, const char **exts,
  * honoured; "cm2" implies the KHR extension): 2 KHR, 1 NV, 0 none. The fused attention's
  * tensor-core kernel asks (vk_attention_coop.c). */
 int em_vk_coop_subgroup_flavor(const vk_device *D);
+/* The tensor-core kernel float16 products take on D now ("cm2", "khr", "nv"), or NULL
+ * (vk_plan.c reports it). */
+const char *em_vk_coop_flavor_name(const vk_device *D);
 /* Whether the coopmat2 kernels run now for 16-bit operands of dtype on D (float16; bfloat16
  * where its build and the device's bfloat16 matrices exist; EMBER_VK_COOPMAT honoured). The
  * fused attention's coopmat2 kernels ask (vk_attention_cm2.c). */

@@ -397,6 +397,12 @@ static int flavor_now(const vk_device *D) {
   return FLAVOR_NONE;
 }
 
+/* The tensor-core kernel float16 products take on D now ("cm2", "khr", "nv"), or NULL. */
+const char *em_vk_coop_flavor_name(const vk_device *D) {
+  int f = flavor_now(D);
+  return f == FLAVOR_NONE ? NULL : flavor_names[f];
+}
+
 int em_vk_coop_subgroup_flavor(const vk_device *D) {
   int f = flavor_now(D);
   return f == FLAVOR_CM2 || f == FLAVOR_KHR ? 2 : f == FLAVOR_NV ? 1 : 0;

@@ -268,7 +268,7 @@ static const char *human(char *buf, size_t cap, double b) {
 int em_vk_storage_alloc(em_storage *s) {
   vk_device *D = em_vk_device(s->device_id);
   if (D == NULL) return em_error("storage: device %d is not a Vulkan device", s->device_id);
-  if (!D->started && em_device_start(s->device_id) != 0) return -1;
+  if (!__atomic_load_n(&D->started, __ATOMIC_ACQUIRE) && em_device_start(s->device_id) != 0) return -1;
   uint64_t need = round_up(s->nbytes ? s->nbytes : 1, D->mem.align);
   if (need > D->max_range) {
     char want[32], limit[32];

@@ -67,7 +67,7 @@ void em_vk_pinned_release_all(vk_device *D) { trim(D, 0); }
 
 int em_vk_pin_alloc(em_storage *s, int device) {
   vk_device *D = em_vk_device(device);
-  if (D == NULL || !D->started) return em_error("pin_memory: the Vulkan device is not started");
+  if (D == NULL || !__atomic_load_n(&D->started, __ATOMIC_ACQUIRE)) return em_error("pin_memory: the Vulkan device is not started");
   uint64_t size = s->nbytes ? (s->nbytes + 63) / 64 * 64 : 64;
   pthread_mutex_lock(&D->lock);
   vk_pinned *best = NULL;

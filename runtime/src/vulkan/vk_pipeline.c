@@ -49,8 +49,8 @@ bool em_vk_kernel_supported(const vk_device *D, vk_kernel_id k) {
 
 /* ---- the on-disk pipeline cache ---------------------------------------------------------- */
 
-static void cache_path(vk_device *D) {
-  D->cache_path[0] = '\0';
+void em_vk_cache_file(const vk_device *D, char *buf, size_t n) {
+  buf[0] = '\0';
   const char *dir = getenv("EMBER_CACHE_DIR");
   char base[400];
   if (dir && dir[0]) {
@@ -65,9 +65,11 @@ static void cache_path(vk_device *D) {
   char uuid[2 * VK_UUID_SIZE + 1];
   for (unsigned i = 0; i < VK_UUID_SIZE; i++)
     snprintf(uuid + 2 * i, 3, "%02x", D->props.pipelineCacheUUID[i]);
-  snprintf(D->cache_path, sizeof D->cache_path, "%s/vulkan-%04x-%04x-%s.bin", base,
-           D->props.vendorID, D->props.deviceID, uuid);
+  snprintf(buf, n, "%s/vulkan-%04x-%04x-%s.bin", base, D->props.vendorID, D->props.deviceID,
+           uuid);
 }
+
+static void cache_path(vk_device *D) { em_vk_cache_file(D, D->cache_path, sizeof D->cache_path); }
 
 /* The cache file's contents when its header matches this device (the driver would reject
  * others anyway, but a truncated or foreign file must never reach it). */
@@ -189,17 +191,23 @@ int em_vk_pipeline_init(vk_device *D) {
 /* The index of a SPIR-V module by name, or -1. Recent lookups are remembered by name (a
  * short string comparison, not a search of every module); names may live anywhere, a stack
  * buffer included, since the memo keeps the module's own name, not the caller's pointer. */
+/* The memo is shared by every device, whose locks differ: it has its own (held for a few string
+ * comparisons; nothing is called under it). */
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 static int module_index(const char *name) {
   enum { MEMO = 64 };
   static int memo[MEMO], used;
-  for (int i = 0; i < used; i++)
-    if (strcmp(em_spirv_modules[memo[i]].name, name) == 0) return memo[i];
-  for (size_t i = 0; i < em_spirv_module_count; i++) {
+  int found = -1;
+  pthread_mutex_lock(&memo_lock);
+  for (int i = 0; i < used && found < 0; i++)
+    if (strcmp(em_spirv_modules[memo[i]].name, name) == 0) found = memo[i];
+  for (size_t i = 0; i < em_spirv_module_count && found < 0; i++) {
     if (strcmp(em_spirv_modules[i].name, name) != 0) continue;
     if (used < MEMO) memo[used++] = (int)i;
-    return (int)i;
+    found = (int)i;
   }
-  return -1;
+  pthread_mutex_unlock(&memo_lock);
+  return found;
 }
 
 /* A pipeline: a module with its 4 specialization constants (~0u where the kernel reads the
@@ -246,7 +254,10 @@ static vk_device *devices_to_save[EM_MAX_DEVICES];
 static int n_devices_to_save;
 
 static void save_all_at_exit(void) {
-  for (int i = 0; i < n_devices_to_save; i++) {
+  pthread_mutex_lock(&memo_lock);
+  int n = n_devices_to_save;
+  pthread_mutex_unlock(&memo_lock);
+  for (int i = 0; i < n; i++) {
     vk_device *D = devices_to_save[i];
     if (pthread_mutex_trylock(&D->lock) != 0) continue; /* another thread is mid-dispatch */
     if (D->pipes_unsaved) save_cache(D);
@@ -303,10 +314,12 @@ static VkPipeline remember(vk_device *D, struct vk_pipe_entry *e, int module, co
   *e = (struct vk_pipe_entry){(uint32_t)module + 1, {spec[0], spec[1], spec[2], spec[3]}, pipeline, 0};
   if (D->pipes_unsaved++ == 0 && D->cache_path[0]) {
     static bool registered;
+    pthread_mutex_lock(&memo_lock); /* the list is shared by every device (whose locks differ) */
     bool listed = false;
     for (int i = 0; i < n_devices_to_save; i++) listed = listed || devices_to_save[i] == D;
     if (!listed && n_devices_to_save < EM_MAX_DEVICES) devices_to_save[n_devices_to_save++] = D;
     if (!registered) registered = atexit(save_all_at_exit) == 0;
+    pthread_mutex_unlock(&memo_lock);
   }
   if (D->pipes_unsaved >= 32) {
     save_cache(D);
@@ -332,16 +345,17 @@ static VkPipeline pipeline_for(vk_device *D, int module, const uint32_t *spec) {
  * dispatches) or large; until then it runs on the kernel's generic pipeline. */
 enum { VK_HOT_USES = 16 };
 static VkPipeline get_pipeline(vk_device *D, vk_kernel_id k, const vk_params *p) {
-  static int modules[VK_NUM_KERNELS];  /* index + 1, 0 until looked up */
-  if (modules[k] == 0) {
-    int m = module_index(kernel_modules[k]);
-    if (m < 0) {
+  /* index + 1, 0 until looked up; relaxed atomics: devices' threads may look up at once */
+  static int modules[VK_NUM_KERNELS];
+  int module = __atomic_load_n(&modules[k], __ATOMIC_RELAXED) - 1;
+  if (module < 0) {
+    module = module_index(kernel_modules[k]);
+    if (module < 0) {
       missing_module(D, kernel_modules[k]);
       return VK_NULL_HANDLE;
     }
-    modules[k] = m + 1;
+    __atomic_store_n(&modules[k], module + 1, __ATOMIC_RELAXED);
   }
-  int module = modules[k] - 1;
   if (grow(D) != 0) return VK_NULL_HANDLE;
   if (D->specialize) {
     uint32_t spec[4] = {p->op, p->fmt, p->ndim == 1 ? 1 : 0, ~0u};

@@ -72,7 +72,8 @@ int vk_lines_plan(vk_lines *L, const char *fn, const em_tensor *out, const em_te
   if (!plan_direct(L, out, x, mask)) {
     /* A contiguous copy with the kept dims first (in order, as out has them) and the reduced
      * dims last: the kept dims then coalesce into one group, the reduced into another. */
-    em_tensor view = *x;
+    em_tensor view;
+    em_header_copy(&view, x);
     int n = 0;
     for (int pass = 0; pass < 2; pass++)
       for (int d = 0; d < x->ndim; d++)
@@ -83,7 +84,7 @@ int vk_lines_plan(vk_lines *L, const char *fn, const em_tensor *out, const em_te
     /* Scans and softmax write out in x's shape: keep x's order (one reduced dim) there. */
     bool same_shape = out->ndim == x->ndim;
     for (int d = 0; d < x->ndim && same_shape; d++) same_shape = out->sizes[d] == x->sizes[d];
-    if (same_shape) view = *x;
+    if (same_shape) em_header_copy(&view, x);
     L->tmp = em_empty(view.ndim, view.sizes, (em_dtype)x->dtype_id, x->device_id);
     if (L->tmp == NULL || em_vk_copy(L->tmp, &view) != 0) {
       vk_lines_done(L);
