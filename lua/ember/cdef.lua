@@ -721,6 +721,7 @@ int em_quant_quantize(int format, int64_t group, int symmetric, const float *src
                       void *dst);
 int em_quant_dequantize(int format, int64_t group, int symmetric, const void *src, int64_t n,
                         float *dst);
+
 /* ---- diagnostics: what `ember doctor` reports (diagnostics.c, cpu/plan.c, vulkan/vk_plan.c) -----
  * Both fill a struct the caller owns; strings are NUL-terminated, cut with "..." when too long.
  * docs/devices.md, "Diagnostics", lists the values. */

@@ -111,6 +111,43 @@ function M.quantize(x, opts)
   return new(fmt, group, sym, shape, blocks)
 end
 
+-- A QTensor over raw blocks (a uint8 tensor, e.g. read from a file): opts.format, opts.shape
+-- (the logical shape; its last dimension whole blocks), and for int8/int4 group and symmetric.
+function M.from_blocks(blocks, opts)
+  local fn = 'ember.quant.from_blocks'
+  if not tensor.is_tensor(blocks) or blocks:dtype() ~= 'uint8' then
+    error(('%s: expected a uint8 tensor of blocks, got %s'):format(fn,
+      tensor.is_tensor(blocks) and blocks:dtype() or type(blocks)), 2)
+  end
+  opts = names.check_options(fn, opts, { format = true, group = true, symmetric = true, shape = true })
+  local shape = opts.shape
+  local fmt, group, sym = parse_format(fn, { format = opts.format, group = opts.group,
+    symmetric = opts.symmetric }, 2)
+  if type(shape) ~= 'table' or #shape == 0 then
+    error(('%s: expected shape to be a list of sizes, got %s'):format(fn, type(shape)), 2)
+  end
+  local be, bb = block_size(fmt, group, sym)
+  local n, cols = 1, shape[#shape]
+  for i, v in ipairs(shape) do
+    if type(v) ~= 'number' or v < 0 or v % 1 ~= 0 then
+      error(('%s: expected shape[%d] to be a size, got %s'):format(fn, i, tostring(v)), 2)
+    end
+    n = n * v
+  end
+  if cols % be ~= 0 then
+    error(('%s: expected the last dimension to be a multiple of %d (the %s block), got %d')
+      :format(fn, be, fmt, cols), 2)
+  end
+  if blocks:numel() ~= n / be * bb then
+    error(('%s: expected %d bytes of %s blocks for shape [%s], got %d'):format(fn, n / be * bb,
+      fmt, table.concat(shape, ', '), blocks:numel()), 2)
+  end
+  local rows = cols > 0 and n / cols or 0
+  local copy = {}
+  for i, v in ipairs(shape) do copy[i] = v end
+  return new(fmt, group, sym, copy, blocks:contiguous():view(rows, cols / be * bb))
+end
+
 function QTensor:device() return self.blocks:device() end
 function QTensor:size(i)
   if i == nil then return core.Size(self.shape) end

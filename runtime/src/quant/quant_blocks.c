@@ -19,7 +19,14 @@
 
 static int nearest(float x) { return (int)lrintf(x); }
 static void put_half(uint8_t *p, float f) { uint16_t h = em_float_to_half(f); memcpy(p, &h, 2); }
-static float get_half(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return em_half_to_float(h); }
+/* A NaN scale (only in blocks read from elsewhere) decodes to the one quiet NaN: NaN payloads
+ * copied into doubles can be mistaken for tagged values by LuaJIT when read back as numbers. */
+static float get_half(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  float f = em_half_to_float(h);
+  return isnan(f) ? NAN : f;
+}
 
 int em_quant_block_size(int format, int64_t group, int symmetric, int64_t *block_elems,
                         int64_t *block_bytes) {
@@ -239,6 +246,21 @@ static void dq_affine(int bits, int64_t g, int sym, const uint8_t *y, float *x) 
   }
 }
 
+/* Whether the fp16 scale (and minimum) a block stored are finite: weights beyond fp16's range
+ * (about 65504 times the largest code) would store an inf scale. */
+static int halves_finite(int format, int sym, const uint8_t *y) {
+  int at[2] = { 0, -1 };
+  switch (format) {
+  case EM_QUANT_Q4_1: case EM_QUANT_Q4_K: at[1] = 2; break;
+  case EM_QUANT_Q6_K: at[0] = 208; break;
+  case EM_QUANT_AFFINE8: case EM_QUANT_AFFINE4: if (!sym) at[1] = 2; break;
+  default: break;
+  }
+  for (int i = 0; i < 2; i++)
+    if (at[i] >= 0 && !isfinite(get_half(y + at[i]))) return 0;
+  return 1;
+}
+
 int em_quant_quantize(int format, int64_t group, int symmetric, const float *src, int64_t n,
                       void *dst) {
   int64_t be = 0, bb = 0;
@@ -263,6 +285,10 @@ int em_quant_quantize(int format, int64_t group, int symmetric, const float *src
     case EM_QUANT_AFFINE8: affine_block(8, group, symmetric, x, yb); break;
     default: affine_block(4, group, symmetric, x, yb); break;
     }
+    if (!halves_finite(format, symmetric, yb))
+      return em_error("em_quant_quantize: expected weights within the fp16 range of the block's "
+                      "scale, got a block (elements %lld to %lld) whose scale overflows fp16",
+                      (long long)(b * be + 1), (long long)((b + 1) * be));
   }
   return 0;
 }
