@@ -722,6 +722,27 @@ int em_quant_quantize(int format, int64_t group, int symmetric, const float *src
 int em_quant_dequantize(int format, int64_t group, int symmetric, const void *src, int64_t n,
                         float *dst);
 
+/* ---- GGUF files (runtime/src/io/gguf.c) ----------------------------------------------------
+ * em_gguf_open maps and checks a GGUF v2/v3 file (magic, version, types, every length and
+ * offset against the file size); NULL with the error set on any fault. The handle owns the map:
+ * every pointer below lives until em_gguf_close. Indices i, j are 0-based and must lie below
+ * the counts. Metadata types are GGUF's (0 uint8 ... 8 string, 9 array, 10 uint64, 11 int64,
+ * 12 float64); em_gguf_kv_value points at element j's little-endian bytes (a string: its
+ * characters, *len bytes, not NUL-terminated). Tensor dims are GGUF's order (dims[0] fastest);
+ * offset is from the file's start, nbytes the tensor's bytes, type the ggml type. */
+typedef struct em_gguf em_gguf;
+em_gguf *em_gguf_open(const char *path);
+void em_gguf_close(em_gguf *g);
+int64_t em_gguf_version(const em_gguf *g);
+int64_t em_gguf_kv_count(const em_gguf *g);
+int64_t em_gguf_tensor_count(const em_gguf *g);
+const void *em_gguf_data(const em_gguf *g);
+const char *em_gguf_kv_key(const em_gguf *g, int64_t i, int64_t *len);
+int em_gguf_kv_type(const em_gguf *g, int64_t i, int *elem_type, int64_t *len);
+const void *em_gguf_kv_value(const em_gguf *g, int64_t i, int64_t j, int64_t *len);
+const char *em_gguf_tensor_info(const em_gguf *g, int64_t i, int *type, int *ndim,
+                                int64_t *dims, int64_t *offset, int64_t *nbytes);
+
 /* ---- diagnostics: what `ember doctor` reports (diagnostics.c, cpu/plan.c, vulkan/vk_plan.c) -----
  * Both fill a struct the caller owns; strings are NUL-terminated, cut with "..." when too long.
  * docs/devices.md, "Diagnostics", lists the values. */
