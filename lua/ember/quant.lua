@@ -175,17 +175,14 @@ function QTensor:dequantize(opts)
   if not DQ_TYPES[dtype] then
     error(('%s: expected dtype float32, float16 or bfloat16, got %s'):format(fn, tostring(dtype)), 2)
   end
-  local dev = tostring(self:device())
-  if dev ~= 'cpu' then
-    error(("%s: format %s is not implemented on %s"):format(fn, self.format, dev), 2)
-  end
-  local out = creation.empty(self.shape, { dtype = 'float32' })
-  local n = self:numel()
-  if n > 0 then
-    local b = self.blocks:contiguous()
-    local rc = C.em_quant_dequantize(FORMATS[self.format], self.group, self.symmetric and 1 or 0,
-      C.em_data_ptr(b.ptr), n, ffi.cast('float*', C.em_data_ptr(out.ptr)))
-    if rc ~= 0 then error(('%s: %s'):format(fn, ffi.string(C.em_last_error())), 2) end
+  local out = creation.empty(self.shape, { dtype = 'float32', device = self:device() })
+  if self:numel() > 0 then
+    local rc = C.em_quant_dequantize_tensor(self.blocks:contiguous().ptr, FORMATS[self.format],
+      self.group, self.symmetric and 1 or 0, out.ptr)
+    if rc ~= 0 then
+      local msg = ffi.string(C.em_last_error()):gsub('^em_quant_dequantize_tensor: ', '')
+      error(('%s: %s'):format(fn, msg), 2)
+    end
   end
   if dtype ~= 'float32' then out = out:to(dtype) end
   return out

@@ -759,6 +759,11 @@ EM_API int em_quant_quantize(int format, int64_t group, int symmetric, const flo
                       void *dst);
 EM_API int em_quant_dequantize(int format, int64_t group, int symmetric, const void *src, int64_t n,
                         float *dst);
+/* The same on a device: blocks (contiguous uint8, whole blocks) into out (contiguous float32,
+ * its numel the weights, on the blocks' device; the caller owns both). CPU: every format;
+ * Vulkan: Q8_0, Q4_0, Q4_1, others EM_ERR_NOT_IMPLEMENTED. 0, or -1 with the error set. */
+EM_API int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64_t group,
+                               int symmetric, em_tensor *out);
 
 /* ---- GGUF files (runtime/src/io/gguf.c) ----------------------------------------------------
  * em_gguf_open maps and checks a GGUF v2/v3 file (magic, version, types, every length and
