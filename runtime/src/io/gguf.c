@@ -38,6 +38,7 @@ struct em_gguf {
   uint64_t size, data_at, alignment;
   uint32_t version;
   int64_t n_kv, n_tensors;
+  uint64_t cap_kv, cap_t;     /* entries allocated: a record that failed half-way owns memory too */
   gguf_kv *kv;
   gguf_tensor *t;
   char *key_buf;
@@ -88,8 +89,8 @@ static int ggml_type_size(int type, uint64_t *be, uint64_t *bb) {
 
 void em_gguf_close(em_gguf *g) {
   if (!g) return;
-  for (int64_t i = 0; g->kv && i < g->n_kv; i++) free(g->kv[i].str_at);
-  for (int64_t i = 0; g->t && i < g->n_tensors; i++) free(g->t[i].name);
+  for (uint64_t i = 0; g->kv && i < g->cap_kv; i++) free(g->kv[i].str_at);
+  for (uint64_t i = 0; g->t && i < g->cap_t; i++) free(g->t[i].name);
   free(g->kv);
   free(g->t);
   if (g->map && g->size) munmap((void *)g->map, g->size);
@@ -117,6 +118,8 @@ static int parse(em_gguf *g, const char *path) {
   g->kv = calloc(nkv ? nkv : 1, sizeof *g->kv);
   g->t = calloc(nt ? nt : 1, sizeof *g->t);
   if (!g->kv || !g->t) return em_error("em_gguf_open: out of memory");
+  g->cap_kv = nkv;
+  g->cap_t = nt;
   g->alignment = 32;
   for (uint64_t i = 0; i < nkv; i++, g->n_kv++) {
     gguf_kv *kv = &g->kv[i];
