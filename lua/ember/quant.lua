@@ -188,6 +188,40 @@ function QTensor:dequantize(opts)
   return out
 end
 
+-- x [..., K] (floating) times a quantized weight w [N, K], as nn.Linear: [..., N], plus bias.
+-- CPU, Q8_0 and Q4_0 (runtime/src/quant/quant_matmul.c); others raise "not implemented".
+local LINEAR = { q8_0 = true, q4_0 = true }
+function M.linear(x, w, bias)
+  local fn = 'ember.quant.linear'
+  if not tensor.is_tensor(x) then error(('%s: expected x to be a tensor, got %s'):format(fn, type(x)), 2) end
+  if not M.is_qtensor(w) then error(('%s: expected w to be a QTensor, got %s'):format(fn, type(w)), 2) end
+  if #w.shape ~= 2 then error(('%s: expected a 2-D weight [N, K], got %d dimensions'):format(fn, #w.shape), 2) end
+  local n, k = w.shape[1], w.shape[2]
+  if x:dim() < 1 or x:size(x:dim()) ~= k then
+    error(('%s: expected x\'s last dimension to be %d (the weight\'s K), got %s'):format(fn, k,
+      x:dim() < 1 and 'a scalar' or tostring(x:size(x:dim()))), 2)
+  end
+  local dev = tostring(x:device())
+  if dev ~= 'cpu' or tostring(w:device()) ~= 'cpu' then
+    error(('%s: format %s is not implemented on %s'):format(fn, w.format,
+      dev ~= 'cpu' and dev or tostring(w:device())), 2)
+  end
+  if not LINEAR[w.format] then
+    error(('%s: format %s is not implemented on cpu (q8_0 and q4_0 are)'):format(fn, w.format), 2)
+  end
+  local lead = {}
+  for i = 1, x:dim() - 1 do lead[i] = x:size(i) end
+  local x2 = x:float():contiguous():view(-1, k)
+  local out = creation.empty({ x2:size(1), n }, { dtype = 'float32' })
+  if x2:size(1) > 0 and n > 0 then
+    check(C.em_quant_linear(x2.ptr, w.blocks:contiguous().ptr, FORMATS[w.format], out.ptr))
+  end
+  lead[#lead + 1] = n
+  out = out:view(unpack(lead))
+  if bias ~= nil then out = out + bias end
+  return out
+end
+
 function QTensor:__tostring()
   local s = {}
   for i, v in ipairs(self.shape) do s[i] = tostring(v) end

@@ -178,3 +178,56 @@ describe('ember.quant', function()
     assert.are.same({ 1, 1, 1, 1 }, back.layer.bias:totable())
   end)
 end)
+
+-- ember.quant.linear against float64: the weights decoded by the reference, the activations as
+-- given; the kernel quantizes activations to int8 per 32 (scale amax / 127), so each block may
+-- be off by half a step of x times the block's absolute weights, plus float32 summation.
+describe('ember.quant.linear', function()
+  local function check(fmt, m, n, k, seed)
+    H.seed(seed)
+    local xs, ws = {}, {}
+    for i = 1, m do xs[i] = {} for j = 1, k do xs[i][j] = (H.random() - 0.5) * 4 end end
+    for i = 1, n do ws[i] = {} for j = 1, k do ws[i][j] = (H.random() - 0.5) * 2 end end
+    local x = ember.tensor(xs)
+    local q = Q.quantize(ember.tensor(ws), { format = fmt })
+    local y = Q.linear(x, q):totable()
+    local wd = ref_dequant(q)
+    local xf = x:totable()
+    for i = 1, m do
+      for j = 1, n do
+        local exact, lim = 0, 1e-5
+        for b = 0, k / 32 - 1 do
+          local amax, wabs = 0, 0
+          for t = 1, 32 do
+            local kk = b * 32 + t
+            local wv = wd[(j - 1) * k + kk]
+            exact = exact + xf[i][kk] * wv
+            amax = math.max(amax, math.abs(xf[i][kk]))
+            wabs = wabs + math.abs(wv)
+          end
+          lim = lim + amax / 127 / 2 * wabs * 1.001 + 1e-6 * wabs * amax
+        end
+        local got = y[i][j]
+        if math.abs(got - exact) > lim then
+          error(('%s [%d, %d]: %.9g, float64 gives %.9g (bound %.3g)'):format(fmt, i, j, got, exact, lim))
+        end
+      end
+    end
+  end
+  for _, fmt in ipairs({ 'q8_0', 'q4_0' }) do
+    it(fmt .. ' matches float64 within the activation rounding (M = 1, odd shapes)', function()
+      check(fmt, 1, 37, 96, 1)
+      check(fmt, 5, 3, 32, 2)
+      check(fmt, 3, 130, 64, 3)
+    end)
+  end
+  it('keeps leading dimensions, adds the bias, refuses what has no kernel', function()
+    local q = Q.quantize(ember.ones({ 4, 64 }), { format = 'q8_0' })
+    local y = Q.linear(ember.ones({ 2, 3, 64 }), q, ember.ones({ 4 }))
+    assert.are.same({ 2, 3, 4 }, { y:size(1), y:size(2), y:size(3) })
+    assert.is_true(math.abs(y[{ 2, 3, 4 }]:item() - 65) < 0.01)  -- 64 * (127 * fp16(1/127)) + 1
+    assert.matches('format q4_k is not implemented on cpu', select(2, pcall(Q.linear, ember.ones({ 1, 256 }),
+      Q.quantize(ember.ones({ 2, 256 }), { format = 'q4_k' }))))
+    assert.matches("expected x's last dimension to be 64", select(2, pcall(Q.linear, ember.ones({ 1, 32 }), q)))
+  end)
+end)
