@@ -222,6 +222,11 @@ function M.linear(x, w, bias)
   return out
 end
 
+-- ember.quant.quantize_model(model, {format=, modules=, verbose=}): lua/ember/quant/model.lua.
+function M.quantize_model(model, opts)
+  return require('ember.quant.model').quantize_model(model, opts)
+end
+
 function QTensor:__tostring()
   local s = {}
   for i, v in ipairs(self.shape) do s[i] = tostring(v) end
