@@ -4,11 +4,15 @@
 --   q:dequantize({dtype=})                                  a dense tensor on q's device
 --   q:to(device), q:cpu()                                   the blocks moved, bytes unchanged
 --   ember.quant.save(path, obj) / ember.quant.load(path)    checkpoints holding QTensors
+--   ember.quant.linear(x, w [, bias])                       x W^T + b, W quantized (CPU q8_0/q4_0)
+--   ember.quant.quantize_model(model, {format=, ...})      Linear layers replaced in place
+--                                                           (lua/ember/quant/model.lua)
 --
 -- A QTensor holds its raw blocks in one uint8 tensor [rows, row_bytes] (the GGUF bytes of each
 -- row, block after block) on any device, with the format, the logical shape and the group.
 -- Blocks run along the last dimension, whose size must be whole blocks. The block arithmetic is
--- C (runtime/src/quant/quant_blocks.c); this file only moves bytes and checks arguments.
+-- C (runtime/src/quant/: quant_blocks.c, quant_tensor.c, quant_matmul.c; Vulkan:
+-- kernels/quant_dequant.comp); this file moves bytes and checks arguments.
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
