@@ -1,11 +1,12 @@
 #version 450
-// quant_dequant.comp: dequantizes GGUF Q8_0, Q4_0 and Q4_1 blocks into float32
+// quant_dequant.comp: dequantizes GGUF Q8_0, Q4_0, Q4_1, Q4_K and Q6_K blocks into float32
 // (runtime/src/quant/quant_blocks.c is the reference; the layouts are in docs/api/quant.md).
 //
 // Operands: 0 the raw blocks (a uint8 tensor, read as 32-bit words: blocks of 34, 18 or 20
 // bytes lie across word boundaries, so bytes are picked out of words), from byte in_off;
 // 1 the float32 output, contiguous from element out_off. One invocation per weight.
-// Specialization constant 0: the format (0 Q8_0, 1 Q4_0, 2 Q4_1, as em_quant_format).
+// Specialization constant 0: the format (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 Q6_K, as
+// em_quant_format).
 // Products and sums are `precise`, so they round as the CPU's separate multiply and add.
 layout(local_size_x = 256) in;
 layout(std430, set = 0, binding = 0) readonly buffer B0 { uint w[]; } src;
@@ -41,6 +42,32 @@ void main() {
       uint byt = byte_at(base + 2u + (j & 15u));
       uint q = j < 16u ? (byt & 15u) : (byt >> 4);
       v = float(int(q) - 8) * half_at(base);
+    } else if (FORMAT == 3u) {
+      // Q4_K: d, dmin, 12 bytes of 6-bit scales/mins for 8 sub-blocks of 32, 128 bytes of codes
+      uint sb = i / 256u, r = i % 256u, sub = r / 32u, l = r % 32u;
+      uint base = p.in_off + sb * 144u, sc = base + 4u;
+      uint s, m;
+      if (sub < 4u) { s = byte_at(sc + sub) & 63u; m = byte_at(sc + sub + 4u) & 63u; }
+      else {
+        s = (byte_at(sc + sub + 4u) & 15u) | ((byte_at(sc + sub - 4u) >> 6) << 4);
+        m = (byte_at(sc + sub + 4u) >> 4) | ((byte_at(sc + sub) >> 6) << 4);
+      }
+      uint byt = byte_at(base + 16u + 32u * (sub / 2u) + l);
+      uint q = (sub & 1u) == 0u ? (byt & 15u) : (byt >> 4);
+      precise float d1 = half_at(base) * float(s);
+      precise float m1 = half_at(base + 2u) * float(m);
+      precise float prod = d1 * float(q);
+      v = prod - m1;
+    } else if (FORMAT == 4u) {
+      // Q6_K: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales, fp16 d
+      uint sb = i / 256u, r = i % 256u, n = r / 128u, rr = r % 128u, k = rr / 32u, l = rr % 32u;
+      uint base = p.in_off + sb * 210u;
+      uint ql = byte_at(base + 64u * n + l + ((k & 1u) == 1u ? 32u : 0u));
+      uint low = k < 2u ? (ql & 15u) : (ql >> 4);
+      uint qh = (byte_at(base + 128u + 32u * n + l) >> (2u * k)) & 3u;
+      int sc = int(byte_at(base + 192u + 8u * n + l / 16u + 2u * k) << 24) >> 24;
+      precise float ds = half_at(base + 208u) * float(sc);
+      v = ds * float(int(low | (qh << 4)) - 32);
     } else {
       uint base = p.in_off + b * 20u;
       uint byt = byte_at(base + 4u + (j & 15u));

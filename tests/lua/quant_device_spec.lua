@@ -1,6 +1,6 @@
 -- quant_device_spec: QTensors on Vulkan (kernels/quant_dequant.comp): blocks moved to the
--- device unchanged, dequantized there bit for bit as on the CPU (Q8_0, Q4_0, Q4_1), on
--- random blocks, odd row counts and random raw bytes; the other formats refuse with "not
+-- device unchanged, dequantized there bit for bit as on the CPU (the GGUF formats), on
+-- random blocks, odd row counts and random raw bytes; the affine formats refuse with "not
 -- implemented on <device>" rather than going through the host.
 local VK = require('vk_helpers').open('vulkan quant')
 if not VK then return end
@@ -16,13 +16,14 @@ local function same_bits(a, b)
 end
 
 describe('vulkan quant (' .. V .. ')', function()
-  for _, f in ipairs({ 'q8_0', 'q4_0', 'q4_1' }) do
+  for _, f in ipairs({ 'q8_0', 'q4_0', 'q4_1', 'q4_k', 'q6_k' }) do
+    local cols = f:find('_k') and 512 or 96
     it(f .. ' dequantizes on the device as on the CPU', function()
       H.seed(21)
       local t = {}
       for r = 1, 7 do
         t[r] = {}
-        for j = 1, 96 do t[r][j] = (H.random() - 0.5) * 10 end
+        for j = 1, cols do t[r][j] = (H.random() - 0.5) * 10 end
       end
       local q = Q.quantize(ember.tensor(t), { format = f })
       local g = q:to(V)
@@ -34,7 +35,7 @@ describe('vulkan quant (' .. V .. ')', function()
       -- raw bytes: every code and scale pattern, including subnormal fp16 scales
       local bytes = {}
       for i = 1, q:nbytes() do bytes[i] = math.floor(H.random() * 256) end
-      local r = Q.from_blocks(ember.tensor(bytes, { dtype = 'uint8' }), { format = f, shape = { 7, 96 } })
+      local r = Q.from_blocks(ember.tensor(bytes, { dtype = 'uint8' }), { format = f, shape = { 7, cols } })
       same_bits(r:to(V):dequantize():cpu():view(-1):totable(), r:dequantize():view(-1):totable())
       -- a 16-bit result is the float32 one rounded
       local h = g:dequantize({ dtype = 'float16' })
@@ -43,9 +44,9 @@ describe('vulkan quant (' .. V .. ')', function()
   end
 
   it('refuses formats without a kernel, naming the device', function()
-    local g = Q.quantize(ember.zeros({ 1, 256 }), { format = 'q4_k' }):to(V)
+    local g = Q.quantize(ember.zeros({ 1, 256 }), { format = 'int4', group = 32 }):to(V)
     local ok, err = pcall(g.dequantize, g)
     assert.is_false(ok)
-    assert.matches('format Q4_K is not implemented on ' .. V, err, 1, true)
+    assert.matches('format int4 is not implemented on ' .. V, err, 1, true)
   end)
 end)

@@ -5,9 +5,9 @@
 
 #include "../internal.h"
 
-/* Vulkan: dequantizes the Q8_0 / Q4_0 / Q4_1 blocks of the contiguous uint8 tensor blocks into
+/* Vulkan: dequantizes the GGUF-format blocks of the contiguous uint8 tensor blocks into
  * the contiguous float32 tensor out (same device, numel(out) weights). Other formats raise
- * EM_ERR_NOT_IMPLEMENTED. runtime/src/vulkan/vk_quant.c. */
+ * EM_ERR_NOT_IMPLEMENTED (int8/int4). runtime/src/vulkan/vk_quant.c. */
 int em_vk_quant_dequantize(const em_tensor *blocks, int format, em_tensor *out);
 
 #endif

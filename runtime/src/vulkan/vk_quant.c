@@ -1,8 +1,8 @@
 /*
  * vk_quant.c: dequantizing quantized blocks on a Vulkan device (kernels/quant_dequant.comp),
  * so that a QTensor held on the GPU expands there, with no trip through the host. The formats
- * with a kernel are the 32-weight GGUF ones (Q8_0, Q4_0, Q4_1); the others are refused with a
- * "not implemented" error rather than copied to the CPU.
+ * with a kernel are the GGUF ones (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); the affine int8/int4 are
+ * refused with a "not implemented" error rather than copied to the CPU.
  */
 #include "vk.h"
 #include "../quant/quant.h"
@@ -18,9 +18,10 @@ static const char *format_name(int f) {
 
 int em_vk_quant_dequantize(const em_tensor *blocks, int format, em_tensor *out) {
   vk_device *D = em_vk_device(out->device_id);
-  if (format != EM_QUANT_Q8_0 && format != EM_QUANT_Q4_0 && format != EM_QUANT_Q4_1)
+  if (format != EM_QUANT_Q8_0 && format != EM_QUANT_Q4_0 && format != EM_QUANT_Q4_1 &&
+      format != EM_QUANT_Q4_K && format != EM_QUANT_Q6_K)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "em_quant_dequantize_tensor: format %s is "
-                             "not implemented on %s (Q8_0, Q4_0 and Q4_1 are)", format_name(format),
+                             "not implemented on %s (the GGUF formats are)", format_name(format),
                              D->name);
   int64_t n = em_numel(out);
   if (n == 0) return 0;
