@@ -5,14 +5,16 @@
 // Operands: 0 the raw blocks (a uint8 tensor, read as 32-bit words: blocks of 34, 18 or 20
 // bytes lie across word boundaries, so bytes are picked out of words), from byte in_off;
 // 1 the float32 output, contiguous from element out_off. One invocation per weight.
-// Specialization constant 0: the format (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 Q6_K, as
-// em_quant_format).
+// Specialization constants: 0 the format (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 Q6_K, 5 int8,
+// 6 int4, as em_quant_format); 1 and 2 the affine formats' group and symmetry.
 // Products and sums are `precise`, so they round as the CPU's separate multiply and add.
 layout(local_size_x = 256) in;
 layout(std430, set = 0, binding = 0) readonly buffer B0 { uint w[]; } src;
 layout(std430, set = 0, binding = 1) writeonly buffer B1 { float x[]; } dst;
 
 layout(constant_id = 0) const uint FORMAT = 0u;
+layout(constant_id = 1) const uint GROUP = 32u;     // int8 / int4: weights per group
+layout(constant_id = 2) const uint SYMMETRIC = 0u;  // int8 / int4: 1 without a minimum
 
 layout(push_constant) uniform Params {
   uint n;        // weights
@@ -68,6 +70,21 @@ void main() {
       int sc = int(byte_at(base + 192u + 8u * n + l / 16u + 2u * k) << 24) >> 24;
       precise float ds = half_at(base + 208u) * float(sc);
       v = ds * float(int(low | (qh << 4)) - 32);
+    } else if (FORMAT == 5u || FORMAT == 6u) {
+      // affine: [fp16 scale][fp16 min, asymmetric only][codes: bytes, or nibbles low first]
+      uint bits = FORMAT == 5u ? 8u : 4u;
+      uint head = SYMMETRIC == 1u ? 2u : 4u;
+      uint g = i / GROUP, j = i % GROUP;
+      uint base = p.in_off + g * (head + (bits == 8u ? GROUP : GROUP / 2u));
+      uint c = bits == 8u ? byte_at(base + head + j)
+                          : ((j & 1u) == 0u ? (byte_at(base + head + j / 2u) & 15u)
+                                            : (byte_at(base + head + j / 2u) >> 4));
+      float scale = half_at(base);
+      if (SYMMETRIC == 1u) v = float(int(c) - int(1u << (bits - 1u))) * scale;
+      else {
+        precise float prod = float(c) * scale;
+        v = prod + half_at(base + 2u);
+      }
     } else {
       uint base = p.in_off + b * 20u;
       uint byt = byte_at(base + 4u + (j & 15u));

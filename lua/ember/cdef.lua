@@ -723,7 +723,7 @@ int em_quant_dequantize(int format, int64_t group, int symmetric, const void *sr
                         float *dst);
 /* The same on a device: blocks (contiguous uint8, whole blocks) into out (contiguous float32,
  * its numel the weights, on the blocks' device; the caller owns both). CPU: every format;
- * Vulkan: the GGUF formats, int8/int4 EM_ERR_NOT_IMPLEMENTED. 0, or -1 with the error set. */
+ * Vulkan: every format too. 0, or -1 with the error set. */
 int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64_t group,
                                int symmetric, em_tensor *out);
 /* out[m, n] = sum_k x[m, k] W[n, k] for a Q8_0 or Q4_0 weight W [N, K] held as blocks (N rows of

@@ -1,7 +1,7 @@
 -- quant_device_spec: QTensors on Vulkan (kernels/quant_dequant.comp): blocks moved to the
--- device unchanged, dequantized there bit for bit as on the CPU (the GGUF formats), on
--- random blocks, odd row counts and random raw bytes; the affine formats refuse with "not
--- implemented on <device>" rather than going through the host.
+-- device unchanged, dequantized there bit for bit as on the CPU (every format), on random
+-- blocks, odd row counts and random raw bytes; quant.linear, which has no Vulkan kernel yet,
+-- refuses with "not implemented on <device>" rather than going through the host.
 local VK = require('vk_helpers').open('vulkan quant')
 if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
@@ -16,16 +16,22 @@ local function same_bits(a, b)
 end
 
 describe('vulkan quant (' .. V .. ')', function()
-  for _, f in ipairs({ 'q8_0', 'q4_0', 'q4_1', 'q4_k', 'q6_k' }) do
-    local cols = f:find('_k') and 512 or 96
-    it(f .. ' dequantizes on the device as on the CPU', function()
+  local cases = { { format = 'q8_0' }, { format = 'q4_0' }, { format = 'q4_1' },
+    { format = 'q4_k' }, { format = 'q6_k' }, { format = 'int8', group = 32 },
+    { format = 'int8', group = 128, symmetric = true }, { format = 'int4', group = 64 },
+    { format = 'int4', group = 32, symmetric = true } }
+  for _, c in ipairs(cases) do
+    local f = c.format
+    local cols = f:find('_k') and 512 or 384
+    it(f .. ' ' .. tostring(c.group or '') .. (c.symmetric and ' symmetric' or '') ..
+      ' dequantizes on the device as on the CPU', function()
       H.seed(21)
       local t = {}
       for r = 1, 7 do
         t[r] = {}
         for j = 1, cols do t[r][j] = (H.random() - 0.5) * 10 end
       end
-      local q = Q.quantize(ember.tensor(t), { format = f })
+      local q = Q.quantize(ember.tensor(t), c)
       local g = q:to(V)
       assert.are.equal(V, tostring(g:device()))
       assert.are.same(q.blocks:totable(), g.blocks:cpu():totable())
@@ -35,7 +41,8 @@ describe('vulkan quant (' .. V .. ')', function()
       -- raw bytes: every code and scale pattern, including subnormal fp16 scales
       local bytes = {}
       for i = 1, q:nbytes() do bytes[i] = math.floor(H.random() * 256) end
-      local r = Q.from_blocks(ember.tensor(bytes, { dtype = 'uint8' }), { format = f, shape = { 7, cols } })
+      local r = Q.from_blocks(ember.tensor(bytes, { dtype = 'uint8' }), { format = f, group = c.group,
+        symmetric = c.symmetric, shape = { 7, cols } })
       same_bits(r:to(V):dequantize():cpu():view(-1):totable(), r:dequantize():view(-1):totable())
       -- a 16-bit result is the float32 one rounded
       local h = g:dequantize({ dtype = 'float16' })
@@ -43,10 +50,10 @@ describe('vulkan quant (' .. V .. ')', function()
     end)
   end
 
-  it('refuses formats without a kernel, naming the device', function()
-    local g = Q.quantize(ember.zeros({ 1, 256 }), { format = 'int4', group = 32 }):to(V)
-    local ok, err = pcall(g.dequantize, g)
+  it('refuses what has no kernel, naming the device', function()
+    local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
+    local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }):to(V), g)
     assert.is_false(ok)
-    assert.matches('format int4 is not implemented on ' .. V, err, 1, true)
+    assert.matches('format q8_0 is not implemented on ' .. V, err, 1, true)
   end)
 end)

@@ -5,9 +5,10 @@
 
 #include "../internal.h"
 
-/* Vulkan: dequantizes the GGUF-format blocks of the contiguous uint8 tensor blocks into
- * the contiguous float32 tensor out (same device, numel(out) weights). Other formats raise
- * EM_ERR_NOT_IMPLEMENTED (int8/int4). runtime/src/vulkan/vk_quant.c. */
-int em_vk_quant_dequantize(const em_tensor *blocks, int format, em_tensor *out);
+/* Vulkan: dequantizes the blocks (any format) of the contiguous uint8 tensor blocks into
+ * the contiguous float32 tensor out (same device, numel(out) weights); group and symmetric as
+ * em_quant_dequantize. runtime/src/vulkan/vk_quant.c. */
+int em_vk_quant_dequantize(const em_tensor *blocks, int format, int64_t group, int symmetric,
+                           em_tensor *out);
 
 #endif

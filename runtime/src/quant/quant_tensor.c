@@ -23,5 +23,5 @@ int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64_t grou
                     (long long)em_numel(blocks));
   if (out->device_id == 0)
     return em_quant_dequantize(format, group, symmetric, em_data_ptr(blocks), n, em_data_ptr(out));
-  return em_vk_quant_dequantize(blocks, format, out);
+  return em_vk_quant_dequantize(blocks, format, group, symmetric, out);
 }

@@ -1,8 +1,8 @@
 /*
  * vk_quant.c: dequantizing quantized blocks on a Vulkan device (kernels/quant_dequant.comp),
  * so that a QTensor held on the GPU expands there, with no trip through the host. The formats
- * with a kernel are the GGUF ones (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); the affine int8/int4 are
- * refused with a "not implemented" error rather than copied to the CPU.
+ * with a kernel: all of them (the GGUF ones and the affine int8/int4), one module specialized
+ * per format (and group and symmetry).
  */
 #include "vk.h"
 #include "../quant/quant.h"
@@ -16,13 +16,12 @@ static const char *format_name(int f) {
   return f >= 0 && f < 7 ? names[f] : "?";
 }
 
-int em_vk_quant_dequantize(const em_tensor *blocks, int format, em_tensor *out) {
+int em_vk_quant_dequantize(const em_tensor *blocks, int format, int64_t group, int symmetric,
+                           em_tensor *out) {
   vk_device *D = em_vk_device(out->device_id);
-  if (format != EM_QUANT_Q8_0 && format != EM_QUANT_Q4_0 && format != EM_QUANT_Q4_1 &&
-      format != EM_QUANT_Q4_K && format != EM_QUANT_Q6_K)
+  if (format < EM_QUANT_Q8_0 || format > EM_QUANT_AFFINE4)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "em_quant_dequantize_tensor: format %s is "
-                             "not implemented on %s (the GGUF formats are)", format_name(format),
-                             D->name);
+                             "not implemented on %s", format_name(format), D->name);
   int64_t n = em_numel(out);
   if (n == 0) return 0;
   if (n > INT32_MAX || blocks->offset + em_numel(blocks) > INT32_MAX || out->offset > INT32_MAX)
@@ -35,7 +34,7 @@ int em_vk_quant_dequantize(const em_tensor *blocks, int format, em_tensor *out) 
       .module = "quant_dequant",
       .push = &p,
       .push_size = sizeof p,
-      .spec = {(uint32_t)format, ~0u, ~0u, ~0u},
+      .spec = {(uint32_t)format, group > 0 ? (uint32_t)group : 32u, symmetric ? 1u : 0u, ~0u},
       .ops = {blocks, out},
       .writes = 2u,
       .groups = {(uint32_t)(groups < max_groups ? groups : max_groups), 1, 1},
