@@ -25,7 +25,7 @@ POINTER_TYPEDEFS = {"em_gc_hook", "em_grad_hook", "em_function_backward"}
 ACCEPTS_NULL = {
     "em_retain", "em_release", "em_set_error", "em_read_free", "em_safetensors_close",
     "em_prefetcher_free", "em_set_gc_hook", "em_function_release_later", "em_rng_get_state",
-    "em_memory_set_site_fn", "em_profiler_start", "em_profiler_set_site",
+    "em_memory_set_site_fn", "em_profiler_start", "em_profiler_set_site", "em_gguf_close",
 }
 
 # Functions whose message names the op they run (the name the Lua layer shows), called here

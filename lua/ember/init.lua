@@ -122,4 +122,8 @@ function ember.doctor(opts) return require('ember.doctor').doctor(opts) end
 ember.image = require 'ember.image'
 ember.plot = require 'ember.plot'
 
+-- Block-quantized weights (ember.quant: the GGUF block formats and affine int8/int4).
+ember.quant = require 'ember.quant'
+ember.gguf = require 'ember.gguf'
+
 return ember

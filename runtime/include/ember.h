@@ -935,6 +935,55 @@ EM_API int64_t em_profiler_dropped(void);
  * Written atomically; -1 with an error naming path when it cannot be. */
 EM_API int em_profiler_export_chrome_trace(const char *path);
 
+/* ---- quantized blocks (runtime/src/quant) --------------------------------------------------
+ * Raw block formats: the ggml/GGUF layouts Q8_0, Q4_0, Q4_1 (32 weights), Q4_K, Q6_K (256),
+ * and Ember's affine per-group formats (group 32/64/128, symmetric or with a minimum; layout in
+ * docs/design.md). `group` and `symmetric` matter to the affine formats only. The caller owns
+ * both buffers: dst must hold n / block_elems * block_bytes bytes (quantize) or n floats
+ * (dequantize); n is a multiple of block_elems. Return 0, or -1 with the error set (unknown
+ * format, bad group, n not whole blocks, a NaN or inf weight). */
+typedef enum {
+  EM_QUANT_Q8_0 = 0, EM_QUANT_Q4_0 = 1, EM_QUANT_Q4_1 = 2, EM_QUANT_Q4_K = 3, EM_QUANT_Q6_K = 4,
+  EM_QUANT_AFFINE8 = 5, EM_QUANT_AFFINE4 = 6
+} em_quant_format;
+EM_API int em_quant_block_size(int format, int64_t group, int symmetric, int64_t *block_elems,
+                        int64_t *block_bytes);
+EM_API int em_quant_quantize(int format, int64_t group, int symmetric, const float *src, int64_t n,
+                      void *dst);
+EM_API int em_quant_dequantize(int format, int64_t group, int symmetric, const void *src, int64_t n,
+                        float *dst);
+/* The same on a device: blocks (contiguous uint8, whole blocks) into out (contiguous float32,
+ * its numel the weights, on the blocks' device; the caller owns both). CPU: every format;
+ * Vulkan: every format too. 0, or -1 with the error set. */
+EM_API int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64_t group,
+                               int symmetric, em_tensor *out);
+/* out[m, n] = sum_k x[m, k] W[n, k] for a Q8_0 or Q4_0 weight W [N, K] held as blocks (N rows of
+ * K / 32 blocks), activations quantized to int8 per 32 (float scale), int32 block dot products.
+ * x [M, K], out [M, N]: contiguous float32, caller-owned; CPU only (other devices and formats:
+ * EM_ERR_NOT_IMPLEMENTED). 0, or -1 with the error set. */
+EM_API int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, em_tensor *out);
+
+/* ---- GGUF files (runtime/src/io/gguf.c) ----------------------------------------------------
+ * em_gguf_open maps and checks a GGUF v2/v3 file (magic, version, types, every length and
+ * offset against the file size); NULL with the error set on any fault. The handle owns the map:
+ * every pointer below lives until em_gguf_close. Indices i, j are 0-based and must lie below
+ * the counts. Metadata types are GGUF's (0 uint8 ... 8 string, 9 array, 10 uint64, 11 int64,
+ * 12 float64); em_gguf_kv_value points at element j's little-endian bytes (a string: its
+ * characters, *len bytes, not NUL-terminated). Tensor dims are GGUF's order (dims[0] fastest);
+ * offset is from the file's start, nbytes the tensor's bytes, type the ggml type. */
+typedef struct em_gguf em_gguf;
+EM_API em_gguf *em_gguf_open(const char *path);
+EM_API void em_gguf_close(em_gguf *g);
+EM_API int64_t em_gguf_version(const em_gguf *g);
+EM_API int64_t em_gguf_kv_count(const em_gguf *g);
+EM_API int64_t em_gguf_tensor_count(const em_gguf *g);
+EM_API const void *em_gguf_data(const em_gguf *g);
+EM_API const char *em_gguf_kv_key(const em_gguf *g, int64_t i, int64_t *len);
+EM_API int em_gguf_kv_type(const em_gguf *g, int64_t i, int *elem_type, int64_t *len);
+EM_API const void *em_gguf_kv_value(const em_gguf *g, int64_t i, int64_t j, int64_t *len);
+EM_API const char *em_gguf_tensor_info(const em_gguf *g, int64_t i, int *type, int *ndim,
+                                int64_t *dims, int64_t *offset, int64_t *nbytes);
+
 /* ---- diagnostics: what `ember doctor` reports (diagnostics.c, cpu/plan.c, vulkan/vk_plan.c) -----
  * Both fill a struct the caller owns; strings are NUL-terminated, cut with "..." when too long.
  * docs/devices.md, "Diagnostics", lists the values. */

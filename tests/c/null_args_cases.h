@@ -613,6 +613,52 @@ static int case_em_profiler_event_get(void) {
 static int case_em_profiler_export_chrome_trace(void) {
   return em_profiler_export_chrome_trace(NULL) == -1;
 }
+static int case_em_quant_block_size(void) {
+  return em_quant_block_size((int)1, (int64_t)1, (int)1, NULL, NULL) == -1;
+}
+static int case_em_quant_quantize(void) {
+  return em_quant_quantize((int)1, (int64_t)1, (int)1, NULL, (int64_t)1, NULL) == -1;
+}
+static int case_em_quant_dequantize(void) {
+  return em_quant_dequantize((int)1, (int64_t)1, (int)1, NULL, (int64_t)1, NULL) == -1;
+}
+static int case_em_quant_dequantize_tensor(void) {
+  return em_quant_dequantize_tensor(NULL, (int)1, (int64_t)1, (int)1, NULL) == -1;
+}
+static int case_em_quant_linear(void) {
+  return em_quant_linear(NULL, NULL, (int)1, NULL) == -1;
+}
+static int case_em_gguf_open(void) {
+  return em_gguf_open(NULL) == NULL;
+}
+static int case_em_gguf_close(void) {
+  em_gguf_close(NULL);
+  return 1;
+}
+static int case_em_gguf_version(void) {
+  return em_gguf_version(NULL) == -1;
+}
+static int case_em_gguf_kv_count(void) {
+  return em_gguf_kv_count(NULL) == -1;
+}
+static int case_em_gguf_tensor_count(void) {
+  return em_gguf_tensor_count(NULL) == -1;
+}
+static int case_em_gguf_data(void) {
+  return em_gguf_data(NULL) == NULL;
+}
+static int case_em_gguf_kv_key(void) {
+  return em_gguf_kv_key(NULL, (int64_t)1, NULL) == NULL;
+}
+static int case_em_gguf_kv_type(void) {
+  return em_gguf_kv_type(NULL, (int64_t)1, NULL, NULL) == -1;
+}
+static int case_em_gguf_kv_value(void) {
+  return em_gguf_kv_value(NULL, (int64_t)1, (int64_t)1, NULL) == NULL;
+}
+static int case_em_gguf_tensor_info(void) {
+  return em_gguf_tensor_info(NULL, (int64_t)1, NULL, NULL, NULL, NULL, NULL) == NULL;
+}
 static int case_em_runtime_info_get(void) {
   return em_runtime_info_get(NULL) == -1;
 }
@@ -874,6 +920,21 @@ static const null_case null_cases[] = {
   {"em_profiler_event_get", "profiler_event_get", case_em_profiler_event_get},
   {"em_profiler_dropped", NULL, NULL},
   {"em_profiler_export_chrome_trace", "profiler_export_chrome_trace", case_em_profiler_export_chrome_trace},
+  {"em_quant_block_size", "quant_block_size", case_em_quant_block_size},
+  {"em_quant_quantize", "quant_quantize", case_em_quant_quantize},
+  {"em_quant_dequantize", "quant_dequantize", case_em_quant_dequantize},
+  {"em_quant_dequantize_tensor", "quant_dequantize_tensor", case_em_quant_dequantize_tensor},
+  {"em_quant_linear", "quant_linear", case_em_quant_linear},
+  {"em_gguf_open", "gguf_open", case_em_gguf_open},
+  {"em_gguf_close", NULL, case_em_gguf_close},
+  {"em_gguf_version", "gguf_version", case_em_gguf_version},
+  {"em_gguf_kv_count", "gguf_kv_count", case_em_gguf_kv_count},
+  {"em_gguf_tensor_count", "gguf_tensor_count", case_em_gguf_tensor_count},
+  {"em_gguf_data", "gguf_data", case_em_gguf_data},
+  {"em_gguf_kv_key", "gguf_kv_key", case_em_gguf_kv_key},
+  {"em_gguf_kv_type", "gguf_kv_type", case_em_gguf_kv_type},
+  {"em_gguf_kv_value", "gguf_kv_value", case_em_gguf_kv_value},
+  {"em_gguf_tensor_info", "gguf_tensor_info", case_em_gguf_tensor_info},
   {"em_runtime_info_get", "runtime_info_get", case_em_runtime_info_get},
   {"em_device_plan_get", "device_plan_get", case_em_device_plan_get},
 };
