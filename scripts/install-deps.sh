@@ -20,6 +20,11 @@ packages=(
 if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch)
 fi
+# node and npm run the independent GGUF reader (scripts/gguf-reader.sh, tests/lua/gguf_spec.lua);
+# a machine that already has them (from another nodejs package) keeps its own.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
