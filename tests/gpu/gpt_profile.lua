@@ -2,6 +2,7 @@
 -- times every kernel (GPU timestamps, docs/design.md "GPU time attribution") and prints the
 -- table at exit. ember.profiler gives the same times per op, with a Chrome trace.
 --   EMBER_VK_PROFILE=1 ember tests/gpu/gpt_profile.lua [fp32|bf16|fp16] [steps]
+--   ember tests/gpu/gpt_profile.lua bf16 3 trace.json    (ember.profiler: table and trace)
 local G = require 'ember.models.gpt'
 local precision, steps = arg[1] or 'bf16', tonumber(arg[2] or 5)
 local dev = 'vulkan'
@@ -17,3 +18,19 @@ for _ = 1, steps do
 end
 ember.synchronize(dev)
 print(('%s: %d steps, %d dispatches'):format(precision, steps, ember.devices()[2].dispatches or -1))
+
+-- With an output path as argument 3: three more steps under ember.profiler, the table of GPU
+-- time per op and kernel (self_vulkan_time_total) printed, the Chrome trace written there.
+if arg[3] then
+  local prof = ember.profiler.profile({ activities = { 'cpu', 'vulkan' } }, function(p)
+    for _ = 1, 3 do
+      opt:zero_grad()
+      recipe:step(recipe:forward(function() return model:loss(x, y) end), opt)
+      ember.synchronize(dev)
+      p:step()
+    end
+  end)
+  print(prof:key_averages():table({ sort_by = 'self_vulkan_time_total', row_limit = 25 }))
+  prof:export_chrome_trace(arg[3])
+  print('trace: ' .. arg[3])
+end
