@@ -1115,12 +1115,14 @@ describe('16-bit parameters', function()
     local ps, want = {}, {}
     ember.manual_seed(9)
     for i = 1, 8 do
-      ps[i] = ember.randn(512, 512):half():requires_grad_()
-      ps[i].grad = ember.randn(512, 512):half()
+      ps[i] = ember.randn(1024, 1024):half():requires_grad_()
+      ps[i].grad = ember.randn(1024, 1024):half()
       want[i] = ps[i]:detach():clone()
     end
     local opt = optim.AdamW(ps, { lr = 0.1 })
-    -- each parameter needs 3 MiB of float32 (master, exp_avg, exp_avg_sq)
+    -- each parameter needs 12 MiB of float32 (master, exp_avg, exp_avg_sq), 96 MiB in all:
+    -- far beyond the limit even if the allocator's out-of-memory collection frees garbage
+    -- that earlier specs of the same process left behind
     ember.memory.set_limit('cpu', H.settled_allocated() + 8 * 2 ^ 20)
     local ok, err = pcall(function() opt:step() end)
     ember.memory.set_limit('cpu', 0)
