@@ -1,7 +1,8 @@
--- quant_device_spec: QTensors on Vulkan (kernels/quant_dequant.comp): blocks moved to the
--- device unchanged, dequantized there bit for bit as on the CPU (every format), on random
--- blocks, odd row counts and random raw bytes; quant.linear, which has no Vulkan kernel yet,
--- refuses with "not implemented on <device>" rather than going through the host.
+-- quant_device_spec: quantized tensors (block dtypes) on Vulkan: blocks moved to the device
+-- and back unchanged, views, index_select and cat of blocks there, dequantized there bit for
+-- bit as on the CPU (kernels/quant_dequant.comp, every format) on random blocks, odd row
+-- counts and random raw bytes; quantize and (without its kernel) quant.linear refuse with
+-- "not implemented on <device>" rather than going through the host.
 local VK = require('vk_helpers').open('vulkan quant')
 if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
@@ -34,7 +35,8 @@ describe('vulkan quant (' .. V .. ')', function()
       local q = Q.quantize(ember.tensor(t), c)
       local g = q:to(V)
       assert.are.equal(V, tostring(g:device()))
-      assert.are.same(q.blocks:totable(), g.blocks:cpu():totable())
+      assert.are.equal(q:dtype(), g:dtype())
+      assert.are.same(Q.bytes(q):totable(), Q.bytes(g:cpu()):totable())
       local y = g:dequantize()
       assert.are.equal(V, tostring(y:device()))
       same_bits(y:cpu():view(-1):totable(), q:dequantize():view(-1):totable())
@@ -50,10 +52,34 @@ describe('vulkan quant (' .. V .. ')', function()
     end)
   end
 
+  it('takes views, index_select, cat and clone of blocks on the device', function()
+    H.seed(4)
+    local q = Q.quantize(ember.randn({ 5, 96 }), { format = 'q4_1' })  -- [5, 3] blocks
+    local g = q:to(V)
+    local idx = ember.tensor({ 4, 1, 4 }, { dtype = 'int64' })
+    local cases = {
+      { q:index_select(1, idx), g:index_select(1, idx:to(V)) },
+      { q:narrow(2, 2, 2):contiguous(), g:narrow(2, 2, 2):contiguous() },
+      { q:t():contiguous(), g:t():contiguous() },
+      { ember.cat({ q, q[{ { 2, 3 } }] }, 1), ember.cat({ g, g[{ { 2, 3 } }] }, 1) },
+      { q:clone(), g:clone() },
+    }
+    for i, c in ipairs(cases) do
+      assert.are.equal('q4_1', c[2]:dtype())
+      assert.are.same(Q.bytes(c[1]):totable(), Q.bytes(c[2]:cpu()):totable(), 'case ' .. i)
+    end
+    -- the rows picked on the device dequantize as those rows of the whole
+    assert.are.same(q:dequantize():index_select(1, idx):totable(),
+      g:index_select(1, idx:to(V)):dequantize():cpu():totable())
+  end)
+
   it('refuses what has no kernel, naming the device', function()
     local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
     local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }):to(V), g)
+    if not ok then assert.matches('not implemented on ' .. V, err, 1, true) end
+    ok, err = pcall(Q.quantize, ember.zeros({ 2, 64 }):to(V), { format = 'q8_0' })
     assert.is_false(ok)
-    assert.matches('format q8_0 is not implemented on ' .. V, err, 1, true)
+    assert.matches('ember.quant.quantize: not implemented on ' .. V, err, 1, true)
+    assert.matches('add: not implemented for q8_0', select(2, pcall(function() return g + g end)))
   end)
 end)
