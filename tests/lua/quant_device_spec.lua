@@ -73,6 +73,24 @@ describe('vulkan quant (' .. V .. ')', function()
       g:index_select(1, idx:to(V)):dequantize():cpu():totable())
   end)
 
+  it('looks up a QuantEmbedding on the device as the dense lookup of the dequantized weight', function()
+    local nn = ember.nn
+    ember.manual_seed(8)
+    for _, f in ipairs({ 'q8_0', 'q4_k' }) do
+      local model = nn.Sequential(nn.Embedding(9, 256))
+      Q.quantize_model(model, { format = f, verbose = false })
+      model:to(V)
+      local w = model[1].weight
+      assert.are.equal(V, tostring(w:device()))
+      assert.are.equal(f, w:dtype())
+      local idx = ember.tensor({ { 9, 2 }, { 2, 5 } }, { dtype = 'int64' }):to(V)
+      local got = model:forward(idx)
+      assert.are.equal(V, tostring(got:device()))
+      local dense = nn.functional.embedding(idx:cpu(), w:cpu():dequantize())
+      same_bits(got:cpu():view(-1):totable(), dense:view(-1):totable())
+    end
+  end)
+
   it('refuses what has no kernel, naming the device', function()
     local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
     local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }):to(V), g)
