@@ -64,8 +64,8 @@ function QuantEmbedding:extra_repr()
 end
 M.QuantEmbedding = QuantEmbedding
 
--- Formats whose Linear has a kernel, per device kind (the portable CPU kernel: q8_0, q4_0). A
--- device's kernel for more formats adds them here; the op itself is the final judge.
+-- Whether the quant_linear op has a kernel for dtype on device dev (a probe on one block), and
+-- if not, the op's reason.
 local function linear_kernel(dtype, dev)
   local probe = ember().zeros(1, M.block_elems(dtype), { device = dev })
   local w = ember().zeros(1, M.block_elems(dtype))
@@ -73,14 +73,16 @@ local function linear_kernel(dtype, dev)
   return ok, not ok and tostring(err):gsub('^.-ember%.quant%.linear: ', '') or nil
 end
 function M.block_elems(dtype) return Q().block_elems(dtype) end
+M.linear_kernel = linear_kernel
 
--- Why `m` (a Linear or Embedding) cannot be quantized to dtype, or nil.
+-- Why `m` (a Linear or Embedding) cannot be quantized to dtype, or nil; the second result is
+-- true when the reason is the block size (where a fallback format may serve).
 local function obstacle(m, kind, dtype)
   local be = M.block_elems(dtype)
   local cols = kind == 'Linear' and m.in_features or m.embedding_dim
   if cols % be ~= 0 then
     return ('%s = %d is not a multiple of the %s block (%d)'):format(
-      kind == 'Linear' and 'in_features' or 'embedding_dim', cols, dtype, be)
+      kind == 'Linear' and 'in_features' or 'embedding_dim', cols, dtype, be), true
   end
   if kind == 'Linear' then
     local ok, why = linear_kernel(dtype, m.weight:device())
@@ -95,8 +97,13 @@ function M.quantize_model(model, opts)
     error(('%s: expected a module, got %s'):format(fn, type(model)), 2)
   end
   opts = names.check_options(fn, opts, { format = true, group = true, symmetric = true,
-    modules = true, verbose = true })
+    modules = true, verbose = true, fallback = true, skip = true })
+  if opts.skip ~= nil and type(opts.skip) ~= 'function' then
+    error(('%s: expected skip to be a function(path, module, dtype), got %s'):format(fn,
+      type(opts.skip)), 2)
+  end
   local dtype = Q().parse_format(fn, opts, 2)
+  local fallback = opts.fallback and Q().parse_format(fn, { format = opts.fallback }, 2)
   local wanted = {}
   for i, name in ipairs(opts.modules or { 'Linear', 'Embedding' }) do
     if name ~= 'Linear' and name ~= 'Embedding' then
@@ -105,7 +112,7 @@ function M.quantize_model(model, opts)
     end
     wanted[name] = true
   end
-  local report = { quantized = {}, skipped = {} }
+  local report = { quantized = {}, skipped = {}, fallback = {} }
   local function skip(path, kind, why)
     report.skipped[#report.skipped + 1] = { path, why }
     if opts.verbose ~= false then
@@ -119,10 +126,19 @@ function M.quantize_model(model, opts)
       local path = prefix == '' and name or (prefix .. '.' .. name)
       local kind = child.__name
       if make[kind] and wanted[kind] then
-        local why = obstacle(child, kind, dtype)
+        local use, why, by_block = dtype, obstacle(child, kind, dtype)
+        if why and by_block and fallback and not obstacle(child, kind, fallback) then
+          -- as llama.cpp's k-quants: a row that is not whole blocks takes the fallback format
+          report.fallback[#report.fallback + 1] = { path, fallback }
+          if opts.verbose ~= false then
+            print(('%s: %s (%s) as %s: %s'):format(fn, path, kind, fallback, why))
+          end
+          use, why = fallback, nil
+        end
+        if not why and opts.skip then why = opts.skip(path, child, use) end
         if why then skip(path, kind, why)
         else
-          local q = make[kind](child, dtype)
+          local q = make[kind](child, use)
           -- lists (Sequential, ModuleList) hold children in their slots: m[i] = q replaces one
           if rawget(m, '_positions') then m[i] = q else rawset(m, name, q) end
           report.quantized[#report.quantized + 1] = path
