@@ -229,7 +229,7 @@ function M.quantize(model, opts)
   o.skip = function(path, _, dtype)
     if tied and path == 'transformer.wte' then
       local ok, why = require('ember.quant.model').linear_kernel(dtype, model.transformer.wte.weight:device())
-      if not ok then return 'tied to the LM head, whose ' .. why end
+      if not ok then return 'tied to the LM head, and the quantized Linear is ' .. why end
     end
     return nil
   end
