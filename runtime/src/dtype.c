@@ -42,6 +42,13 @@ int64_t em_dtype_block_elems(em_dtype dtype) {
 }
 int em_dtype_is_block(em_dtype dtype) { return valid(dtype) && em_dtypes[dtype].block_elems > 0; }
 
+int em_check_dense_dtype(const char *fn, em_dtype dtype) {
+  if (!em_dtype_is_block(dtype)) return 0;
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented for %s (a quantized "
+                           "block dtype: make one with ember.quant.quantize)", fn,
+                           em_dtypes[dtype].name);
+}
+
 int em_check_not_block(const char *fn, const em_tensor *t) {
   if (t == NULL || !em_dtype_is_block((em_dtype)t->dtype_id)) return 0;
   return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented for %s (a quantized "

@@ -160,6 +160,8 @@ extern const em_dtype_info em_dtypes[EM_NUM_DTYPES];
 /* "fn: not implemented for q4_k ..." (EM_ERR_NOT_IMPLEMENTED) when t has a block dtype, else 0:
  * the guard of op definitions whose kernels compute on dense elements. */
 int em_check_not_block(const char *fn, const em_tensor *t);
+/* The same for a dtype a creation function is asked to fill (arange, linspace, randint). */
+int em_check_dense_dtype(const char *fn, em_dtype dtype);
 /* Block tensors as bytes (ops/block_dtype.c): v (a stack header borrowing t's storage) views
  * t's blocks as uint8 with one more dimension, the block's bytes; -1 when t has EM_MAX_DIMS
  * dimensions. em_block_from_bytes is the way back (a new view). */

@@ -151,6 +151,10 @@ static void test_refusals(void) {
   CHECK_ERROR(em_fill_(q, 1.0), "fill_: not implemented for q4_k");
   int64_t one = 1;
   CHECK_ERROR(em_zeros(1, &one, EM_Q8_0, 0) == NULL, "zeros: not implemented for q8_0");
+  CHECK_ERROR(em_arange(0, 4, 1, EM_Q8_0, 0) == NULL, "arange: not implemented for q8_0");
+  CHECK_ERROR(em_linspace(0, 4, 5, EM_Q8_0, 0) == NULL, "linspace: not implemented for q8_0");
+  CHECK_ERROR(em_randint(0, 4, 1, &one, EM_Q8_0, 0) == NULL, "randint: not implemented for q8_0");
+  CHECK_ERROR(em_eye(2, 2, EM_Q8_0, 0) == NULL, "not implemented for q8_0");
   double d;
   CHECK_ERROR(em_item(q, &d), "item: not implemented for q4_k");
   CHECK(em_last_error_kind() == EM_ERR_NOT_IMPLEMENTED);
