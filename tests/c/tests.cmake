@@ -4,3 +4,10 @@
 # The Lua bridge's test links the bridge (libember_lua, which brings LuaJIT's headers and
 # library with it).
 target_link_libraries(test_lua_bridge PRIVATE ember_lua)
+
+# LeakSanitizer after em_init, Vulkan work and em_shutdown (the ASan build): the driver's own
+# leaks are suppressed by name in lsan_vulkan.supp, each with its reason.
+if(EMBER_SANITIZE)
+  set_tests_properties(c_test_vulkan_leaks PROPERTIES ENVIRONMENT
+    "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan_vulkan.supp:print_suppressions=1")
+endif()
