@@ -47,8 +47,8 @@ function M.check_library(expected)
   local bound = ffi.cast('void *', C.em_last_error_kind)
   if bound ~= ffi.cast('void *', expected) then
     error('the ember Lua package loaded a libember other than the one linked into this ' ..
-          'program (EMBER_LIB set, or libember.a linked without exporting its functions: ' ..
-          'link libember.so, or libember.a whole with -rdynamic)', 0)
+          'program (libember.a linked without exporting its functions: link libember.so, ' ..
+          'or all of libember.a with -rdynamic; docs/embedding.md, "The Lua bridge")', 0)
   end
 end
 
