@@ -3,6 +3,21 @@
 # (libember_lua.so, linking libember.so and LuaJIT) and static (libember_lua.a). Included
 # from CMakeLists.txt before cmake/install.cmake, which installs it and tells it where the
 # installed Lua package lies relative to the library.
+#
+# The bridge always links LuaJIT's shared library (also in the EMBER_STATIC_DEPS build, whose
+# `ember` program takes the static one): the host program calls LuaJIT itself, and Debian's
+# libluajit-5.1.a is not position-independent code, so it cannot go into a shared library.
+# Where there is no shared LuaJIT, there is no bridge (EMBER_LUA_BRIDGE is OFF; the install
+# and the tests leave it out).
+find_library(EMBER_LUAJIT_SHARED NAMES libluajit-5.1.so luajit-5.1 HINTS ${LUAJIT_LIBRARY_DIRS})
+if(EMBER_LUAJIT_SHARED AND NOT EMBER_LUAJIT_SHARED MATCHES "\\.a$")
+  set(EMBER_LUA_BRIDGE ON)
+else()
+  set(EMBER_LUA_BRIDGE OFF)
+  message(STATUS "No shared LuaJIT library: the Lua bridge (libember_lua) is not built")
+  return()
+endif()
+
 file(GLOB EMBER_LUA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/lua_host/*.c)
 add_library(ember_lua_objs OBJECT ${EMBER_LUA_HOST_SOURCES})
 target_include_directories(ember_lua_objs PUBLIC ${CMAKE_SOURCE_DIR}/runtime/include
@@ -11,14 +26,6 @@ target_compile_options(ember_lua_objs PRIVATE -fvisibility=hidden)
 target_compile_definitions(ember_lua_objs PRIVATE
   EMBER_SOURCE_LUA_DIR="${CMAKE_SOURCE_DIR}/lua"
   EMBER_SOURCE_DOCS_DIR="${CMAKE_SOURCE_DIR}/docs")
-
-# The bridge always links LuaJIT's shared library (also in the EMBER_STATIC_DEPS build, whose
-# `ember` program takes the static one): a host program links LuaJIT itself, and two LuaJITs
-# in one process would not share states.
-find_library(EMBER_LUAJIT_SHARED NAMES libluajit-5.1.so luajit-5.1 HINTS ${LUAJIT_LIBRARY_DIRS})
-if(NOT EMBER_LUAJIT_SHARED)
-  set(EMBER_LUAJIT_SHARED ${LUAJIT_LIB})
-endif()
 
 add_library(ember_lua SHARED $<TARGET_OBJECTS:ember_lua_objs>)
 target_include_directories(ember_lua PUBLIC ${CMAKE_SOURCE_DIR}/runtime/include

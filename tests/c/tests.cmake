@@ -3,7 +3,12 @@
 
 # The Lua bridge's test links the bridge (libember_lua, which brings LuaJIT's headers and
 # library with it).
-target_link_libraries(test_lua_bridge PRIVATE ember_lua)
+if(EMBER_LUA_BRIDGE)
+  target_link_libraries(test_lua_bridge PRIVATE ember_lua)
+else() # not built (cmake/lua_host.cmake says why): nor is its test
+  set_target_properties(test_lua_bridge PROPERTIES EXCLUDE_FROM_ALL ON)
+  set_tests_properties(c_test_lua_bridge PROPERTIES DISABLED ON)
+endif()
 
 # LeakSanitizer after em_init, Vulkan work and em_shutdown (the ASan build): the driver's own
 # leaks are suppressed by name in lsan_vulkan.supp, each with its reason.
