@@ -5,6 +5,10 @@
 # library with it).
 if(EMBER_LUA_BRIDGE)
   target_link_libraries(test_lua_bridge PRIVATE ember_lua)
+  # libember_lua.so exports exactly ember_lua.h's functions, as libember.so does ember.h's.
+  add_test(NAME symbols_exported_lua
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/symbols/exported.sh $<TARGET_FILE:ember_lua>
+                   ${CMAKE_SOURCE_DIR}/runtime/include/ember_lua.h ${CMAKE_C_COMPILER} 8)
 else() # not built (cmake/lua_host.cmake says why): nor is its test
   set_target_properties(test_lua_bridge PROPERTIES EXCLUDE_FROM_ALL ON)
   set_tests_properties(c_test_lua_bridge PROPERTIES DISABLED ON)
