@@ -817,6 +817,15 @@ static int case1_em_quant_linear_blocks(void) {
 static int case1_em_quant_linear_out(void) {
   return em_quant_linear(fx_t, fx_t, (int)1, NULL) == -1;
 }
+static int case1_em_linear_quantized_x(void) {
+  return em_linear_quantized(NULL, fx_t, fx_t) == NULL;
+}
+static int case1_em_linear_quantized_w(void) {
+  return em_linear_quantized(fx_t, NULL, fx_t) == NULL;
+}
+static int case1_em_linear_quantized_bias(void) {
+  return em_linear_quantized(fx_t, fx_t, NULL) == NULL;
+}
 static int case1_em_gguf_kv_key_g(void) {
   return em_gguf_kv_key(NULL, (int64_t)1, fx_i64) == NULL;
 }
@@ -1103,6 +1112,9 @@ static const one_null_case one_null_cases[] = {
   {"em_quant_linear", "x", "quant_linear", case1_em_quant_linear_x},
   {"em_quant_linear", "blocks", "quant_linear", case1_em_quant_linear_blocks},
   {"em_quant_linear", "out", "quant_linear", case1_em_quant_linear_out},
+  {"em_linear_quantized", "x", "linear_quantized", case1_em_linear_quantized_x},
+  {"em_linear_quantized", "w", "linear_quantized", case1_em_linear_quantized_w},
+  {"em_linear_quantized", "bias", "linear_quantized", case1_em_linear_quantized_bias},
   {"em_gguf_kv_key", "g", "gguf_kv_key", case1_em_gguf_kv_key_g},
   {"em_gguf_kv_type", "g", "gguf_kv_type", case1_em_gguf_kv_type_g},
   {"em_gguf_kv_value", "g", "gguf_kv_value", case1_em_gguf_kv_value_g},
