@@ -122,9 +122,12 @@ local function measure(format, device)
     local parts = {}
     for dt, c in pairs(count) do parts[#parts + 1] = c .. ' ' .. dt end
     table.sort(parts)
-    if #report.skipped > 0 then
-      parts[#parts + 1] = ('%d dense (%s)'):format(#report.skipped, report.skipped[1][2])
+    local why, order = {}, {}
+    for _, s in ipairs(report.skipped) do
+      if not why[s[2]] then order[#order + 1] = s[2] end
+      why[s[2]] = (why[s[2]] or 0) + 1
     end
+    for _, w in ipairs(order) do parts[#parts + 1] = ('%d dense: %s'):format(why[w], w) end
     layers = table.concat(parts, ', ')
   end
   local total = 0
