@@ -135,6 +135,17 @@ describe('block dtypes', function()
     end
   end)
 
+  it('refuse to record a product with a quantized weight for autograd', function()
+    local w = Q.quantize(ember.randn({ 4, 64 }), { format = 'q8_0' })
+    local x = ember.randn({ 2, 64 }):requires_grad_()
+    local ok, err = pcall(Q.linear, x, w)
+    assert.is_false(ok)
+    assert.truthy(err:find('has no backward (weight-only quantization is for inference: run it ' ..
+      'under no_grad)', 1, true), err)
+    local y = ember.no_grad(function() return Q.linear(x, w) end)
+    assert.are.same({ 2, 4 }, { y:size(1), y:size(2) })
+  end)
+
   it('show the quantized ops in the profiler', function()
     local w = Q.quantize(ember.randn({ 4, 64 }), { format = 'q8_0' })
     local p = ember.profiler.profile({ activities = { 'cpu' } }, function()

@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 
+#include "../autograd/record.h"
 #include "../backend.h"
 
 /* The kernel's message "quant_quantize: ..." under the op's name. */
@@ -115,6 +116,12 @@ em_tensor *em_linear_quantized(const em_tensor *x, const em_tensor *w, const em_
                          w->ndim);
   const em_tensor *ts[3] = {x, w, bias};
   if (em_check_same_device(fn, bias ? 3 : 2, ts) != 0) return NULL;
+  /* the kernels have no backward: a gradient that silently stopped here would be wrong */
+  const em_tensor *grad_ins[2] = {x, bias};
+  if (em_ag_should_record(bias ? 2 : 1, grad_ins))
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: the product with a quantized weight "
+                             "has no backward (weight-only quantization is for inference: run "
+                             "it under no_grad)", fn), NULL;
   if (!em_dtypes[x->dtype_id].is_float)
     return em_error_null("%s: expected a floating-point input, got %s", fn,
                          em_dtype_name((em_dtype)x->dtype_id));
