@@ -63,10 +63,14 @@ describe('vulkan quant (' .. V .. ')', function()
       { q:t():contiguous(), g:t():contiguous() },
       { ember.cat({ q, q[{ { 2, 3 } }] }, 1), ember.cat({ g, g[{ { 2, 3 } }] }, 1) },
       { q:clone(), g:clone() },
+      -- strided views across devices, both ways, and copy_ into a device tensor
+      { q:narrow(2, 2, 2), q:narrow(2, 2, 2):to(V) },
+      { q:t(), g:t():cpu():to(V) },
+      { q, ember.empty(5, 3, { dtype = 'q4_1', device = V }):copy_(q) },
     }
     for i, c in ipairs(cases) do
       assert.are.equal('q4_1', c[2]:dtype())
-      assert.are.same(Q.bytes(c[1]):totable(), Q.bytes(c[2]:cpu()):totable(), 'case ' .. i)
+      assert.are.same(Q.bytes(c[1]:contiguous()):totable(), Q.bytes(c[2]:cpu()):totable(), 'case ' .. i)
     end
     -- the rows picked on the device dequantize as those rows of the whole
     assert.are.same(q:dequantize():index_select(1, idx):totable(),
