@@ -232,8 +232,10 @@ describe('ember.quant.linear', function()
     local y = Q.linear(ember.ones({ 2, 3, 64 }), q, ember.ones({ 4 }))
     assert.are.same({ 2, 3, 4 }, { y:size(1), y:size(2), y:size(3) })
     assert.is_true(math.abs(y[{ 2, 3, 4 }]:item() - 65) < 0.01)  -- 64 * (127 * fp16(1/127)) + 1
-    assert.matches('ember.quant.linear: not implemented on cpu for q4_k', select(2, pcall(Q.linear,
-      ember.ones({ 1, 256 }), Q.quantize(ember.ones({ 2, 256 }), { format = 'q4_k' }))))
+    -- q4_k: the portable CPU kernel has none (the optimized one, where built in, may)
+    local ok, err = pcall(Q.linear, ember.ones({ 1, 256 }), Q.quantize(ember.ones({ 2, 256 }),
+      { format = 'q4_k' }))
+    if not ok then assert.matches('ember.quant.linear: not implemented on cpu for q4_k', err) end
     assert.matches("expected the input's last dimension to be 64", select(2, pcall(Q.linear, ember.ones({ 1, 32 }), q)))
   end)
 end)
@@ -266,7 +268,8 @@ describe('ember.quant.quantize_model', function()
     assert.is_true((net:forward(x) - before):abs():max():item() < 0.5)
     local m2 = nn.Sequential(nn.Linear(256, 4))
     local _, r2 = Q.quantize_model(m2, { format = 'q4_k', modules = { 'Linear' }, verbose = false })
-    assert.matches('not implemented on cpu for q4_k', r2.skipped[1][2])
+    if #r2.skipped > 0 then assert.matches('not implemented on cpu for q4_k', r2.skipped[1][2])
+    else assert.are.equal('q4_k', m2[1].weight:dtype()) end
     assert.matches("expected modules%[1%] to be 'Linear' or 'Embedding', got Conv2d",
       select(2, pcall(Q.quantize_model, m2, { format = 'q8_0', modules = { 'Conv2d' } })))
   end)
