@@ -140,6 +140,41 @@ int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, 
   return em_vk_count_dispatch(D);
 }
 
+/* Reads nbytes at `src` of block b straight into pinned buffer p at `offset`: one recorded copy,
+ * submitted and waited for, without a staging buffer or a memcpy (ember.distributed stages
+ * device tensors this way). The barrier before the copy orders it after earlier copies that
+ * read p (a pending copy to the device from the same range). D->lock held. */
+int em_vk_pinned_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t src,
+                      size_t nbytes) {
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd == NULL) return -1;
+  vk_block *r[1] = {b};
+  em_vk_hazards(D, cmd, r, 1, NULL, 0);
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
+  D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             0, 1, &before, 0, NULL, 0, NULL);
+  VkBufferCopy region = {b->offset + src, offset, nbytes};
+  D->fn.vkCmdCopyBuffer(cmd, b->slab->buffer, p->buffer, 1, &region);
+  if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_to_host");
+  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                             1, &after, 0, NULL, 0, NULL);
+  uint64_t serial = D->next_serial;
+  p->busy_until = serial;
+  int rc = em_vk_submit(D);
+  if (rc == 0) rc = em_vk_wait_serial(D, serial);
+  if (rc == 0 && !D->mem.staging_coherent) {
+    VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
+                                 .memory = p->memory, .offset = 0, .size = VK_WHOLE_SIZE};
+    D->fn.vkInvalidateMappedMemoryRanges(D->dev, 1, &range);
+  }
+  return rc;
+}
+
 bool em_vk_pinned_live(vk_device *D) {
   for (vk_pinned *p = D->pinned; p; p = p->next)
     if (p->in_use) return true;
