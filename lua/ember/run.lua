@@ -1,6 +1,7 @@
 -- ember.run: `ember run --nproc N script.lua [args...]`, a thin wrapper over Open MPI's mpirun
 -- (docs/distributed.md). It replaces itself (exec) with
---   mpirun -np N [--oversubscribe] [-H hosts] [--hostfile file] [-x EMBER_...]
+--   mpirun -np N --bind-to none --map-by slot [--oversubscribe] [-H hosts] [--hostfile file]
+--          [-x EMBER_...]
 --          [--allow-run-as-root] <this ember program> script.lua args...
 -- so signals, output and the exit status are mpirun's own. The script calls
 -- ember.distributed.init() as under a plain `mpirun -np N ember script.lua`.
@@ -98,7 +99,10 @@ function M.command(args)
   if not mpirun then
     fail(('%s not found on PATH: install openmpi-bin (Debian), or set EMBER_MPIRUN'):format(mpirun_name))
   end
-  local cmd = { mpirun, '-np', tostring(nproc) }
+  -- no binding to cores (Open MPI binds each of 1-2 processes to one core by default, which
+  -- leaves a process's CPU threads one core), one process per slot in host order: Horovod's
+  -- horovodrun passes the same
+  local cmd = { mpirun, '-np', tostring(nproc), '--bind-to', 'none', '--map-by', 'slot' }
   if over then cmd[#cmd + 1] = '--oversubscribe' end
   if hosts then cmd[#cmd + 1] = '-H'; cmd[#cmd + 1] = hosts end
   if hostfile then cmd[#cmd + 1] = '--hostfile'; cmd[#cmd + 1] = hostfile end

@@ -1017,8 +1017,9 @@ typedef struct em_device_plan {
 EM_API int em_device_plan_get(int device, em_device_plan *out);
 
 /* ---- distributed: collectives over MPI (runtime/src/distributed/, docs/distributed.md) ----
- * Open MPI is loaded at run time (dlopen of $EMBER_MPI_LIB, else libmpi.so.40, else
- * libmpi.so); a build without mpi.h has the functions, and em_dist_init says what to install.
+ * Open MPI is loaded at run time (dlopen of $EMBER_MPI_LIB, else libmpi.so.40, libmpi.so, then
+ * <prefix>/lib/libmpi.so.40 beside the mpirun on PATH); a build without mpi.h has the
+ * functions, and em_dist_init says what to install.
  * Ranks are 0-based, as in MPI. Every collective is asynchronous: it checks its arguments,
  * stages the data and returns a work handle at once; a communication thread runs the MPI calls
  * in the order they were issued; em_dist_wait finishes the work (writes the result into the
