@@ -138,6 +138,25 @@ local function run_device(device)
     device .. ' async reduce_scatter')
 end
 
+-- A device tensor's async all_reduce neither waits for the device when it is called (the copies
+-- to pinned memory are recorded and started; the communication thread waits for them) nor at
+-- wait (the copies back are recorded): the host keeps recording while the device works.
+local function host_waits(name)
+  for _, d in ipairs(ember.devices()) do
+    if d.name == name then return d.host_waits end
+  end
+end
+local function check_no_host_wait(device)
+  local t = make(rank, { 5000 }, 'float32', 99, device)
+  local name = t:device()
+  local before = host_waits(name)
+  local h = dist.all_reduce(t, { async = true })
+  check(host_waits(name) == before, device .. ': async all_reduce waited for the device at the call')
+  h:wait()
+  check(host_waits(name) == before, device .. ': async all_reduce waited for the device at wait')
+  check(same(t, reference({ 5000 }, 'float32', 99, 'sum')), device .. ': all_reduce without host waits')
+end
+
 run_device('cpu')
 local has_vulkan = false
 for _, d in ipairs(ember.devices()) do
@@ -145,6 +164,7 @@ for _, d in ipairs(ember.devices()) do
 end
 if has_vulkan then
   run_device('vulkan')
+  check_no_host_wait('vulkan')
 else
   print(('rank %d: no Vulkan device: Vulkan collectives not checked'):format(rank))
 end

@@ -144,10 +144,11 @@ int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, 
  * submitted and waited for, without a staging buffer or a memcpy (ember.distributed stages
  * device tensors this way). The barrier before the copy orders it after earlier copies that
  * read p (a pending copy to the device from the same range). D->lock held. */
-int em_vk_pinned_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t src,
-                      size_t nbytes) {
+/* Records the read (barriers, copy) into the current batch; returns its serial, 0 on error. */
+static uint64_t record_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b,
+                            uint64_t src, size_t nbytes) {
   VkCommandBuffer cmd = em_vk_cmd(D);
-  if (cmd == NULL) return -1;
+  if (cmd == NULL) return 0;
   vk_block *r[1] = {b};
   em_vk_hazards(D, cmd, r, 1, NULL, 0);
   VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -165,13 +166,48 @@ int em_vk_pinned_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, 
                              1, &after, 0, NULL, 0, NULL);
   uint64_t serial = D->next_serial;
   p->busy_until = serial;
-  int rc = em_vk_submit(D);
-  if (rc == 0) rc = em_vk_wait_serial(D, serial);
+  return em_vk_submit(D) == 0 ? serial : 0;
+}
+
+int em_vk_pinned_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t src,
+                      size_t nbytes) {
+  uint64_t serial = record_read(D, p, offset, b, src, nbytes);
+  int rc = serial ? em_vk_wait_serial(D, serial) : -1;
   if (rc == 0 && !D->mem.staging_coherent) {
     VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
                                  .memory = p->memory, .offset = 0, .size = VK_WHOLE_SIZE};
     D->fn.vkInvalidateMappedMemoryRanges(D->dev, 1, &range);
   }
+  return rc;
+}
+
+/* The pinned_read_start slot: the read above, submitted but not waited for. Pinned memory that
+ * is not host-coherent would need an invalidate after the copy, which the poll cannot do
+ * without the buffer: there the read is synchronous, and the ticket is already complete. */
+uint64_t em_vk_pinned_read_start(const em_storage *s, size_t offset, void *dst, size_t nbytes) {
+  vk_device *D = em_vk_device(s->device_id);
+  vk_block *b = s->backend_ctx;
+  pthread_mutex_lock(&D->lock);
+  uint64_t into, serial = 0;
+  vk_pinned *p = em_vk_pinned_find(D, dst, nbytes, &into);
+  if (p == NULL) {
+    em_error("%s: a read into pinned memory needs a destination in that device's pinned memory",
+             D->name);
+  } else if (!D->mem.staging_coherent) {
+    if (em_vk_pinned_read(D, p, into, b, offset, nbytes) == 0) serial = 1; /* done already */
+  } else {
+    serial = record_read(D, p, into, b, offset, nbytes);
+  }
+  pthread_mutex_unlock(&D->lock);
+  return serial;
+}
+
+/* The pinned_read_poll slot: asks the fences, never waits. */
+int em_vk_pinned_read_poll(int device, uint64_t ticket) {
+  vk_device *D = em_vk_device(device);
+  pthread_mutex_lock(&D->lock);
+  int rc = em_vk_poll_serial(D, ticket);
+  pthread_mutex_unlock(&D->lock);
   return rc;
 }
 
