@@ -8,12 +8,13 @@
  *  - a contiguous CPU tensor is used in place: MPI reads and writes its memory;
  *  - a non-contiguous CPU tensor goes through a contiguous copy, copied back at the wait;
  *  - a device tensor goes through a buffer in the device's pinned memory, in chunks
- *    (EMBER_DIST_CHUNK_BYTES, default 4 MiB) for all_reduce and broadcast: the caller copies
- *    chunk i to the host and queues its MPI call, then copies chunk i+1 while the thread
- *    transfers chunk i; at the wait, chunk i's copy back to the device is queued as soon as its
- *    transfer is done, while later chunks are still in flight. The device copies stay on the
- *    caller's thread: the Vulkan device records under one lock, and the thread that owns MPI
- *    should never wait for it.
+ *    (EMBER_DIST_CHUNK_BYTES, default 4 MiB) for all_reduce and broadcast: the caller records
+ *    and starts each chunk's copy to the host (no wait) and queues its MPI call with the
+ *    copy's ticket; the thread waits for the copy of chunk i (polling) and sends it while the
+ *    device copies the next. At the wait, chunk i's copy back to the device is recorded as soon
+ *    as its transfer is done, while later chunks are still in flight. The device copies are
+ *    recorded on the caller's thread: the Vulkan device records under one lock, and the thread
+ *    that owns MPI only polls it.
  * all_gather and reduce_scatter stage their whole input and output (one MPI call each).
  */
 #include <limits.h>
