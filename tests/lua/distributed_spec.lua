@@ -75,6 +75,18 @@ describe('ember.distributed', function()
     return
   end
 
+  it('a process started without mpirun is a world of one', function()
+    local out, rc = sh(('%s timeout 120 %s -e %s'):format(MPI_ENV, q(BIN), q([[
+      local dist = ember.distributed
+      dist.init({ device = 'cpu' })
+      local t = ember.tensor({ 1, 2, 3 })
+      dist.all_reduce(t, { op = 'avg' })
+      local g = dist.all_gather(t)
+      print(dist.rank(), dist.world_size(), dist.local_rank(), t:sum():item(), g:size(1))]])))
+    assert.are.equal(0, rc, out)
+    assert.is_truthy(contains(out, '0\t1\t0\t6\t1'), out)
+  end)
+
   it('collectives match local references for every dtype, size and layout, CPU and Vulkan', function()
     -- 1000-byte chunks: device tensors go through several chunks, overlapped
     local out, rc = mpirun('collectives.lua', 'EMBER_DIST_CHUNK_BYTES=1000')
