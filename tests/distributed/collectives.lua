@@ -155,6 +155,17 @@ local function check_no_host_wait(device)
   h:wait()
   check(host_waits(name) == before, device .. ': async all_reduce waited for the device at wait')
   check(same(t, reference({ 5000 }, 'float32', 99, 'sum')), device .. ': all_reduce without host waits')
+  -- back to back, nothing read in between: the second reuses the first's pinned buffer while
+  -- the first's copies back to the device may still be pending
+  local u = make(rank, { 5000 }, 'float32', 100, device)
+  local v = make(rank, { 3000 }, 'float32', 101, device)
+  dist.all_reduce(u)
+  dist.all_reduce(v, { op = 'max' })
+  local w = make(rank, { 7000 }, 'float32', 102, device)
+  dist.all_reduce(w) -- larger: a new kept buffer
+  check(same(u, reference({ 5000 }, 'float32', 100, 'sum')), device .. ': back-to-back all_reduce 1')
+  check(same(v, reference({ 3000 }, 'float32', 101, 'max')), device .. ': back-to-back all_reduce 2')
+  check(same(w, reference({ 7000 }, 'float32', 102, 'sum')), device .. ': back-to-back all_reduce 3')
 end
 
 run_device('cpu')
