@@ -115,6 +115,12 @@ describe('ember.distributed', function()
     assert.is_falsy(contains(out, 'rank 1 was not stopped'), out)
   end)
 
+  it("MPI's errors come back as Ember errors naming the collective", function()
+    local out, rc = mpirun('mismatch.lua')
+    assert.are.equal(0, rc, out)
+    assert.is_truthy(out:find('rank 0: [^\n]*mismatch%.lua:8: all_reduce: MPI error: MPI_ERR_'), out)
+  end)
+
   it('ember run --nproc starts the script under mpirun with its arguments', function()
     local script = tmpdir .. '/ranks.lua'
     local f = assert(io.open(script, 'w'))
