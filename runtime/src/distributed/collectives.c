@@ -312,13 +312,19 @@ done:
   em_release(src_c);
   em_set_grad_enabled(prev_grad);
   return w;
-fail:
+fail: {
+  /* the queued jobs (and their device copies, which read src_flat) finish before anything goes;
+   * the error to report is this one, not theirs */
+  char error[512];
+  snprintf(error, sizeof error, "%s", em_last_error());
+  for (int i = 0; i < w->njobs; i++) dist_job_wait(&w->jobs[i], what);
   em_release(src_flat);
   em_release(src_c);
   em_set_grad_enabled(prev_grad);
-  for (int i = 0; i < w->njobs; i++) dist_job_wait(&w->jobs[i], what);
   work_release(w);
+  em_set_error(error);
   return NULL;
+}
 }
 
 /* ---- the collectives ------------------------------------------------------------------------ */
