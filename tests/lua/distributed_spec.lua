@@ -30,8 +30,11 @@ local function has(cmd)
   return os.execute('command -v ' .. cmd .. ' > /dev/null 2>&1') == 0
 end
 
--- Open MPI refuses to run as root without these (CI runs as root).
-local MPI_ENV = 'env -u EMBER_DEVICE OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1'
+-- Open MPI refuses to run as root without the first two (CI runs as root). The third keeps its
+-- shared-memory transport off cross-process reads (CMA), which containers without the ptrace
+-- capability refuse ("Read -1, expected ..."): plain copies through shared memory instead.
+local MPI_ENV = 'env -u EMBER_DEVICE OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ' ..
+  'OMPI_MCA_btl_vader_single_copy_mechanism=none'
 
 local function mpirun(script, env)
   return sh(('%s %s timeout 120 mpirun -np 2 --oversubscribe %s tests/distributed/%s'):format(
