@@ -26,8 +26,10 @@
 --  * Unused parameters never hang a step: they take part with zeros (their .grad becomes the
 --    average of the ranks that used them; zeros when no rank did, where PyTorch leaves None).
 --  * no_sync. ddp:no_sync(f) runs f (forwards and backwards) without communication: gradients
---    accumulate locally in .grad, and the next synchronized backward averages the sum. As in
---    PyTorch, what counts is whether the forward ran inside no_sync.
+--    accumulate locally in .grad, and the next synchronized backward averages the sum. Wrap
+--    both the forward and the backward in it: a backward is synchronized when its forward
+--    through ddp(...) ran outside no_sync (as in PyTorch) and it runs outside no_sync itself
+--    (which also covers a model called through another method, such as model:loss).
 --
 -- state_dict()/load_state_dict() are the wrapped model's (no "module." prefix), so a
 -- checkpoint loads into the bare model at any number of processes.
@@ -197,7 +199,7 @@ local function fill(m, g)
 end
 
 function DDP:_on_grad(b, m, g)
-  if not self._sync_pass then return nil end
+  if not (self._sync_pass and self.require_backward_grad_sync) then return nil end
   local st = self._step or new_step(self)
   if st.done[m] then return nil end -- reached twice in one pass (cannot happen with one engine)
   st.done[m] = true
