@@ -9,6 +9,7 @@ local nn, data = ember.nn, ember.data
 local M = {}
 
 M.N, M.FEATURES, M.CLASSES = 200, 12, 4
+M.device = 'cpu' -- where the models train (a test may set another)
 
 -- The data set: the same on every process (seeded).
 function M.dataset()
@@ -25,7 +26,7 @@ end
 function M.model(seed)
   ember.manual_seed(seed)
   return nn.Sequential():add(nn.Linear(M.FEATURES, 16)):add(nn.Tanh())
-    :add(nn.Linear(16, 16)):add(nn.ReLU()):add(nn.Linear(16, M.CLASSES))
+    :add(nn.Linear(16, 16)):add(nn.ReLU()):add(nn.Linear(16, M.CLASSES)):to(M.device)
 end
 
 -- A loader over the shard of rank `rank` of `world` (world 1: the whole set).
@@ -40,10 +41,11 @@ end
 function M.train(net, opt, loader, steps, opts)
   opts = opts or {}
   local criterion = nn.CrossEntropyLoss()
-  local recipe = require('ember.precision').new(opts.precision or 'fp32', 'cpu')
+  local recipe = require('ember.precision').new(opts.precision or 'fp32', M.device)
   local done = 0
   while done < steps do
     for x, y in loader:iter() do
+      x, y = x:to(M.device), y:to(M.device)
       opt:zero_grad()
       if opts.accumulate then
         local h = math.floor(x:size(1) / 2)

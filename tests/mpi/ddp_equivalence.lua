@@ -5,12 +5,14 @@
 -- gradient accumulation over two micro-batches with the first under no_sync; float16 autocast
 -- with GradScaler and clip_grad_norm_ (the clip must see the averaged gradients). Each rank
 -- builds its model from its own seed, so the wrap-time broadcast is tested too.
+-- An argument names the device (default cpu; `vulkan` takes a Vulkan device, lavapipe too).
 package.path = 'tests/mpi/?.lua;' .. package.path
 local T = require 'ddp_common'
 local ember = require 'ember'
 local nn, optim, dist = ember.nn, ember.optim, ember.distributed
 
-dist.init({ device = 'cpu' })
+dist.init({ device = arg[1] or 'cpu' })
+T.device = dist.device()
 local world, rank = dist.world_size(), dist.rank()
 local GLOBAL, STEPS = 64, 5
 assert(GLOBAL % world == 0, 'the world size must divide 64')
@@ -34,7 +36,7 @@ for _, c in ipairs(cases) do
   T.train(ddp, c.opt(ddp:parameters()), T.loader(ds, GLOBAL / world, world, rank), STEPS, opts)
   T.check_same_on_ranks(c.name, ddp:parameters())
   local d = T.check(c.name, ddp:parameters(), ref:parameters(), c.tol, rank)
-  if rank == 0 then print(('ok %s: %d ranks, largest relative difference %.2g'):format(c.name, world, d)) end
+  if rank == 0 then print(('ok %s: %d ranks on %s, largest relative difference %.2g'):format(c.name, world, T.device, d)) end
   ddp:remove()
 end
 dist.finalize()
