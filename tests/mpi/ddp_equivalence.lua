@@ -4,7 +4,8 @@
 -- tolerance, and equal to each other bitwise. Three recipes: SGD with momentum in float32;
 -- gradient accumulation over two micro-batches with the first under no_sync; float16 autocast
 -- with GradScaler and clip_grad_norm_ (the clip must see the averaged gradients). Each rank
--- builds its model from its own seed, so the wrap-time broadcast is tested too.
+-- builds its model from its own seed, so the wrap-time broadcast is tested too. Last, a
+-- parameter used on rank 0 only must not hang the step and gets the average with zeros.
 -- An argument names the device (default cpu; `vulkan` takes a Vulkan device, lavapipe too).
 package.path = 'tests/mpi/?.lua;' .. package.path
 local T = require 'ddp_common'
@@ -37,6 +38,23 @@ for _, c in ipairs(cases) do
   T.check_same_on_ranks(c.name, ddp:parameters())
   local d = T.check(c.name, ddp:parameters(), ref:parameters(), c.tol, rank)
   if rank == 0 then print(('ok %s: %d ranks on %s, largest relative difference %.2g'):format(c.name, world, T.device, d)) end
+  ddp:remove()
+end
+
+-- A parameter used on rank 0 only: no hang, and its gradient is the average with zeros elsewhere.
+do
+  local a, b = nn.Linear(3, 2):to(T.device), nn.Linear(3, 2):to(T.device)
+  local ddp = nn.DistributedDataParallel(nn.Sequential():add(a):add(b), { bucket_mb = 1e-5 })
+  local x = ember.ones(1, 3, { device = T.device })
+  local loss = a(x):sum()
+  if rank == 0 then loss = loss + b(x):sum() end
+  loss:backward()
+  local ga, gb = a.weight.grad:min():item(), b.weight.grad:max():item()
+  if ga ~= 1 or math.abs(gb - 1 / world) > 1e-7 or b.weight.grad:min():item() ~= gb then
+    error(('unused parameter: rank %d: gradients %g and %g, expected 1 and %g'):format(rank, ga,
+      gb, 1 / world), 0)
+  end
+  if rank == 0 then print('ok a parameter unused on some ranks') end
   ddp:remove()
 end
 dist.finalize()
