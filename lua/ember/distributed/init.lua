@@ -108,6 +108,18 @@ local function pick_device(spec, local_rank)
   return id
 end
 
+-- The processes on one host share its cores: each gets cores / processes CPU threads (at least
+-- 1), unless OMP_NUM_THREADS says otherwise, as torchrun does (it sets 1). N processes each
+-- running OpenMP on every core would oversubscribe the host N times.
+local function share_cores()
+  if os.getenv('OMP_NUM_THREADS') then return end
+  local local_size = tonumber(os.getenv('OMPI_COMM_WORLD_LOCAL_SIZE') or '')
+  if not local_size or local_size <= 1 then return end
+  local info = ffi.new('em_runtime_info')
+  if C.em_runtime_info_get(info) ~= 0 then return end
+  C.em_set_num_threads(math.max(1, math.floor(info.cpu_cores / local_size)))
+end
+
 function M.init(opts)
   opts = names.check_options('ember.distributed.init', opts, { 'backend', 'device', 'timeout' })
   local backend = opts.backend or 'mpi'
@@ -129,6 +141,7 @@ function M.init(opts)
       :format(tostring(timeout)), 2)
   end
   if C.em_dist_init(timeout) ~= 0 then core.raise(2) end
+  share_cores()
   local id = pick_device(device, C.em_dist_local_rank())
   require('ember.device').set_default_device(id)
   chosen_device = core.device_name(id)

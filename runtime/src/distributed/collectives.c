@@ -8,12 +8,13 @@
  *  - a contiguous CPU tensor is used in place: MPI reads and writes its memory;
  *  - a non-contiguous CPU tensor goes through a contiguous copy, copied back at the wait;
  *  - a device tensor goes through a buffer in the device's pinned memory, in chunks
- *    (EMBER_DIST_CHUNK_BYTES, default 4 MiB) for all_reduce and broadcast: the caller copies
- *    chunk i to the host and queues its MPI call, then copies chunk i+1 while the thread
- *    transfers chunk i; at the wait, chunk i's copy back to the device is queued as soon as its
- *    transfer is done, while later chunks are still in flight. The device copies stay on the
- *    caller's thread: the Vulkan device records under one lock, and the thread that owns MPI
- *    should never wait for it.
+ *    (EMBER_DIST_CHUNK_BYTES, default 4 MiB) for all_reduce and broadcast: the caller records
+ *    and starts each chunk's copy to the host (no wait) and queues its MPI call with the
+ *    copy's ticket; the thread waits for the copy of chunk i (polling) and sends it while the
+ *    device copies the next. At the wait, chunk i's copy back to the device is recorded as soon
+ *    as its transfer is done, while later chunks are still in flight. The device copies are
+ *    recorded on the caller's thread: the Vulkan device records under one lock, and the thread
+ *    that owns MPI only polls it.
  * all_gather and reduce_scatter stage their whole input and output (one MPI call each).
  */
 #include <limits.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend.h"
 #include "../internal.h"
 #include "dist.h"
 
@@ -36,6 +38,7 @@ struct em_dist_work {
   em_tensor *host;          /* what MPI writes: dst itself, a contiguous copy, pinned memory */
   em_tensor *host_in;       /* what MPI reads for all_gather and reduce_scatter */
   em_tensor *dst_flat;      /* dst as a flat contiguous view, when chunks are copied back */
+  em_tensor *src_flat;      /* the device data being copied out (kept until the copies ran) */
   int waited, status;
   char error[512];
 };
@@ -206,6 +209,7 @@ static void work_release(em_dist_work *w) {
   em_release(w->host);
   em_release(w->host_in);
   em_release(w->dst_flat);
+  em_release(w->src_flat);
   free(w->jobs);
   free(w);
 }
@@ -219,6 +223,33 @@ static int alloc_jobs(em_dist_work *w, int n) {
     return -1;
   }
   return 0;
+}
+
+/* Copies chunk [start, start + len) of the device tensor src_flat into the host buffer. Into
+ * pinned memory the copy is only recorded and started (pinned_read_start): the job carries its
+ * ticket and the communication thread waits for it, so the caller neither waits for the device
+ * nor for the copy, and the device keeps running the caller's work meanwhile. Elsewhere
+ * (ordinary memory, a backend without the slot) the copy is synchronous: the thread sends
+ * earlier chunks while the caller waits for this one. */
+static int stage_chunk(em_dist_work *w, dist_job *j, const em_tensor *src_flat, char *base,
+                       int64_t start, int64_t len, size_t elem) {
+  const em_backend *be = em_device_backend(src_flat->device_id);
+  if (be->pinned_read_start && be->pinned_read_poll &&
+      em_pinned_device(w->host) == src_flat->device_id) {
+    size_t offset = (size_t)(src_flat->offset + start) * elem;
+    j->ticket = be->pinned_read_start(src_flat->storage, offset, base + start * (int64_t)elem,
+                                      (size_t)len * elem);
+    if (j->ticket == 0) return -1;
+    j->poll = be->pinned_read_poll;
+    j->device = src_flat->device_id;
+    return 0;
+  }
+  em_tensor *from = em_narrow(src_flat, 0, start, len);
+  em_tensor *to = from ? em_narrow(w->host, 0, start, len) : NULL;
+  int rc = to ? em_copy_(to, from) : -1;
+  em_release(from);
+  em_release(to);
+  return rc;
 }
 
 /* In-place collectives (all_reduce, broadcast) on t: chooses the host buffer, copies t into it
@@ -254,20 +285,12 @@ static em_dist_work *in_place(const char *what, em_tensor *t, dist_job tmpl, int
   for (int i = 0; i < n; i++) {
     int64_t start = (int64_t)i * w->chunk;
     int64_t len = numel - start < w->chunk ? numel - start : w->chunk;
-    if (src_flat != NULL) {
-      /* device -> pinned host; waits for the device, while the thread sends earlier chunks */
-      em_tensor *from = em_narrow(src_flat, 0, start, len);
-      em_tensor *to = from ? em_narrow(w->host, 0, start, len) : NULL;
-      int rc = to ? em_copy_(to, from) : -1;
-      em_release(from);
-      em_release(to);
-      if (rc != 0) {
-        w->njobs = i; /* the queued ones must still finish before the buffers go */
-        goto fail;
-      }
-    }
     dist_job *j = &w->jobs[i];
     *j = tmpl;
+    if (src_flat != NULL && stage_chunk(w, j, src_flat, base, start, len, elem) != 0) {
+      w->njobs = i; /* the queued ones must still finish before the buffers go */
+      goto fail;
+    }
     j->buf = base + start * (int64_t)elem;
     j->count = len;
     j->dtype = (em_dtype)t->dtype_id;
@@ -275,7 +298,7 @@ static em_dist_work *in_place(const char *what, em_tensor *t, dist_job tmpl, int
     dist_job_submit(j);
   }
 done:
-  em_release(src_flat);
+  w->src_flat = src_flat; /* pending copies read it */
   em_release(src_c);
   em_set_grad_enabled(prev_grad);
   return w;

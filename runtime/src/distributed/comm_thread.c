@@ -37,7 +37,20 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Waits for the job's device copy (staging): polls the fences, sleeping 20 us between polls,
+ * so the device lock is held only for each poll and the caller's thread keeps recording. */
+static int wait_device_copy(dist_job *j) {
+  if (j->poll == NULL) return 0;
+  for (;;) {
+    int rc = j->poll(j->device, j->ticket);
+    if (rc != 0) return rc > 0 ? 0 : -1;
+    struct timespec pause = {0, 20 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
 static int run_job(dist_job *j) {
+  if (wait_device_copy(j) != 0) return -1;
   switch (j->kind) {
   case DIST_JOB_INIT:
     return dist_mpi_init(&j->rank, &j->size, &j->local_rank);

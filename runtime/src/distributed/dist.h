@@ -49,6 +49,11 @@ typedef struct dist_job {
   em_dist_op op;
   int root;
   int world;            /* avg divides by it */
+  /* A copy from the device into buf that must finish before the MPI call: the thread polls
+   * poll(device, ticket) until it returns 1 (backend.h, pinned_read_start); poll NULL: none. */
+  int (*poll)(int device, uint64_t ticket);
+  int device;
+  uint64_t ticket;
   int rank, size, local_rank; /* results of DIST_JOB_INIT */
   /* set by the thread */
   int done, status;

@@ -116,13 +116,38 @@ static void *symbol(const char *name, const char *libname) {
   return p;
 }
 
+/* <prefix>/lib/libmpi.so.40 next to the mpirun found on PATH (<prefix>/bin/mpirun): an Open
+ * MPI installed outside the loader's paths (/opt/..., HPC-X) that mpirun started us from. */
+static int beside_mpirun(char *out, size_t n) {
+  const char *path = getenv("PATH");
+  char candidate[4096], real[4096];
+  while (path && *path) {
+    size_t len = strcspn(path, ":");
+    snprintf(candidate, sizeof candidate, "%.*s/mpirun", (int)len, path);
+    path += len + (path[len] == ':');
+    if (realpath(candidate, real) == NULL) continue;
+    char *slash = strrchr(real, '/');
+    if (slash == NULL) continue;
+    *slash = '\0';
+    slash = strrchr(real, '/');
+    if (slash == NULL) continue;
+    *slash = '\0';
+    int k = snprintf(out, n, "%s/lib/libmpi.so.40", real);
+    return k > 0 && (size_t)k < n;
+  }
+  return 0;
+}
+
 int dist_mpi_load(void) {
   if (lib != NULL) return 0;
   const char *env = getenv("EMBER_MPI_LIB");
-  const char *names[] = {env, "libmpi.so.40", "libmpi.so"};
+  static char near_mpirun[4096 + 32];
+  const char *names[] = {env, "libmpi.so.40", "libmpi.so", NULL};
+  if (beside_mpirun(near_mpirun, sizeof near_mpirun)) names[3] = near_mpirun;
   const char *chosen = NULL;
   char first_error[256] = "";
-  for (size_t i = env && env[0] ? 0 : 1; i < 3 && lib == NULL; i++) {
+  for (size_t i = env && env[0] ? 0 : 1; i < 4 && lib == NULL; i++) {
+    if (names[i] == NULL) continue;
     lib = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
     if (lib != NULL) chosen = names[i];
     else if (!first_error[0]) snprintf(first_error, sizeof first_error, "%s", dlerror());
