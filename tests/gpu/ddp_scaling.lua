@@ -1,20 +1,18 @@
 -- Data-parallel scaling of Ember on GPUs (issue: weak scaling, docs/performance.md), one model
 -- per run; tests/gpu/ddp_scaling.sh runs it at 1, 2 and 4 GPUs with PyTorch DDP alongside.
---   mpirun -np N ember tests/gpu/ddp_scaling.lua <gpt|cnn|allreduce> [device] [smoke] [precision]
+--   mpirun -np N ember tests/gpu/ddp_scaling.lua <gpt|cnn> [device] [smoke] [precision]
 -- Without mpirun it times one process without DDP: the baseline of the efficiency.
 --
 --   gpt        nanoGPT's char config (tests/gpu/gpt.lua): batch 64 of 256 tokens per GPU,
 --              6 layers, 6 heads, width 384, AdamW; random tokens (each rank its own)
 --   cnn        the Fashion-MNIST CNN (ember.models 'cnn') at batch 256 per GPU, Adam
---   allreduce  all_reduce bandwidth of float32 tensors of 1 MB to 1 GB, on the device (staged
---              through pinned host memory) and on host tensors (MPI alone: the staging limit)
+-- (The all-reduce bandwidth is tests/gpu/dist_bench.lua's, which ddp_scaling.sh runs after.)
 -- device: the devices' kind (default auto: rank r takes GPU number local_rank); smoke: tiny
 -- sizes, to try the script on the CPU (device cpu).
 --
 -- Output (rank 0), one fact per line:
 --   ember ddp <model> <precision> gpus <N> <samples/s> samples/s <ms> ms/step   (N with DDP)
 --   ember single <model> <precision> <samples/s> samples/s <ms> ms/step         (no mpirun)
---   ember allreduce <device> <bytes> bytes <ms> ms algbw <GB/s> busbw <GB/s>
 -- A step is zero_grad, forward, loss, backward (with the gradient all-reduce), optimizer step;
 -- 3 warm-up steps, then the median of 5 runs of 10 steps, each run ended by a synchronization
 -- of the device and a barrier (so it counts the slowest rank).
@@ -25,8 +23,8 @@ local what = arg[1]
 local kind = arg[2] or 'auto'
 local smoke = arg[3] == 'smoke'
 local precision = arg[4] or 'fp32'
-if what ~= 'gpt' and what ~= 'cnn' and what ~= 'allreduce' then
-  error("ddp_scaling.lua: expected gpt, cnn or allreduce, got '" .. tostring(what) .. "'", 0)
+if what ~= 'gpt' and what ~= 'cnn' then
+  error("ddp_scaling.lua: expected gpt or cnn, got '" .. tostring(what) .. "'", 0)
 end
 
 local dist = os.getenv('OMPI_COMM_WORLD_SIZE') and ember.distributed
@@ -96,41 +94,5 @@ local function time_steps(job)
   end
 end
 
--- ---- all-reduce bandwidth ------------------------------------------------------------------
--- algbw = bytes / time; busbw = algbw * 2 (N - 1) / N, the figure NCCL's tests report (what
--- each link carries in a ring all-reduce), comparable across N.
-local function allreduce_bw()
-  if not dist then error('ddp_scaling.lua allreduce: run it under mpirun', 0) end
-  local sizes = {}
-  local top = smoke and 2 ^ 22 or 2 ^ 30
-  local bytes = 2 ^ 20
-  while bytes <= top do sizes[#sizes + 1] = bytes; bytes = bytes * 4 end
-  for _, where in ipairs(dev == 'cpu' and { 'cpu' } or { dev, 'cpu' }) do
-    for _, n in ipairs(sizes) do
-      local t = ember.ones(n / 4, { device = where })
-      local function once() dist.all_reduce(t, { op = 'sum' }) end
-      once()
-      ember.synchronize(where)
-      dist.barrier()
-      local reps = n >= 2 ^ 28 and 3 or 10
-      local runs = {}
-      for r = 1, 3 do
-        local t0 = B.now()
-        for _ = 1, reps do once() end
-        ember.synchronize(where)
-        dist.barrier()
-        runs[r] = (B.now() - t0) / reps
-      end
-      local s = B.median(runs)
-      local alg = n / s / 1e9
-      say(('ember allreduce %s %d bytes %.3f ms algbw %.2f GB/s busbw %.2f GB/s'):format(where, n,
-        s * 1e3, alg, alg * 2 * (world - 1) / world))
-      t = nil
-      collectgarbage()
-    end
-  end
-end
-
-if what == 'allreduce' then allreduce_bw()
-else time_steps(what == 'gpt' and gpt_job or cnn_job) end
+time_steps(what == 'gpt' and gpt_job or cnn_job)
 if dist then dist.finalize() end

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Weak scaling of data-parallel training on 1, 2 and 4 GPUs, Ember (nn.DistributedDataParallel
 # over Open MPI, tests/gpu/ddp_scaling.lua) against PyTorch DDP over NCCL (tests/gpu/torch_ddp.py)
-# in the same run, then Ember's all-reduce bandwidth from 1 MB to 1 GB. One command:
+# in the same run, then Ember's all-reduce bandwidth from 1 MiB to 1 GiB (tests/gpu/dist_bench.sh).
+# One command:
 #   bash tests/gpu/ddp_scaling.sh
 # on a machine with 2 or 4 GPUs (the GPU counts tried are 1, 2 and 4 up to the GPUs present;
 # GPUS='1 2' overrides). The Ember program is .gpu/ember with .gpu/lib and .gl/ as for
@@ -10,7 +11,7 @@
 #   MODELS='gpt cnn'   the models (gpt: nanoGPT's char config, batch 64 per GPU; cnn: the
 #                      Fashion-MNIST CNN at batch 256 per GPU)
 #   PRECISION=fp32     fp32, bf16 or fp16, for both frameworks
-#   ALLREDUCE=1        0 skips the bandwidth sweep
+#   ALLREDUCE=1        0 skips the bandwidth sweep (dist_bench.sh, on every GPU)
 #   SMOKE=1            tiny sizes on the CPU (gloo for PyTorch), to try the script anywhere
 # The summary at the end, per framework and model:
 #   efficiency <ember|torch> <model> <precision> gpus <N> <throughput(N) / (N x throughput(1))>
@@ -46,8 +47,11 @@ if [ -z "${GPUS:-}" ]; then
   for n in 2 4; do [ "$NGPU" -ge "$n" ] && GPUS="$GPUS $n"; done
 fi
 P=${PRECISION:-fp32}
-# --bind-to none: Open MPI would otherwise pin each rank to one core, starving Ember's threads
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none)
+# --bind-to none: Open MPI would otherwise pin each rank to one core, starving Ember's threads;
+# -x: the ranks get the program's libraries and Vulkan driver settings
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+for v in LD_LIBRARY_PATH VK_DRIVER_FILES VK_ICD_FILENAMES; do [ -n "${!v:-}" ] && MPIRUN+=(-x "$v"); done
 say() { echo "$@" | tee -a "$LOG"; }
 say "== ddp scaling: GPUs $GPUS, models ${MODELS:-gpt cnn}, precision $P, $(mpirun --version 2>&1 | head -1)"
 
@@ -62,9 +66,9 @@ for m in ${MODELS:-gpt cnn}; do
   done
 done
 
-if [ "${ALLREDUCE:-1}" = 1 ]; then
-  n=${GPUS##* }
-  [ "$n" = 1 ] || timeout 300 "${MPIRUN[@]}" -np "$n" "$E" tests/gpu/ddp_scaling.lua allreduce "$DEVICE" "$SMOKE_ARG" 2>&1 | tee -a "$LOG"
+if [ "${ALLREDUCE:-1}" = 1 ] && [ "$SMOKE" != 1 ]; then
+  say "== all-reduce bandwidth (tests/gpu/dist_bench.sh)"
+  EMBER=$E OUT=$OUT bash tests/gpu/dist_bench.sh 2>&1 | tee -a "$LOG"
 fi
 
 say "== summary"

@@ -5,7 +5,7 @@
 -- reduction starts and is waited for. The gradients must equal those of the bare model (an
 -- independent backward); the log shows buckets in reverse order of registration, started
 -- during backward (before the last gradient arrives), all waited for before backward returns.
--- The equivalence across real ranks is tests/mpi/ddp_equivalence.lua, under mpirun.
+-- The equivalence across real ranks is tests/distributed/ddp_equivalence.lua, under mpirun.
 local H = require 'tests.lua.helpers'
 local ember = H.ember
 local nn = ember.nn

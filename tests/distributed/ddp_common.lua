@@ -2,7 +2,7 @@
 -- seeded model, the training loop (the same code at any number of processes) and the
 -- comparison of parameters. The reference of every test is this loop run by one process
 -- without ember.distributed, on the global batch: DDP must reproduce it.
-package.path = 'lua/?.lua;lua/?/init.lua;tests/mpi/?.lua;' .. package.path
+package.path = 'lua/?.lua;lua/?/init.lua;tests/distributed/?.lua;' .. package.path
 local ember = require 'ember'
 local nn, data = ember.nn, ember.data
 

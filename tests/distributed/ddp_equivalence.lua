@@ -1,4 +1,4 @@
--- ddp_equivalence: under `mpirun -np W ember tests/mpi/ddp_equivalence.lua`, W ranks of batch
+-- ddp_equivalence: under `mpirun -np W ember tests/distributed/ddp_equivalence.lua`, W ranks of batch
 -- 64/W trained through nn.DistributedDataParallel must end with the parameters of one process
 -- trained on batch 64 (same seeds, same data order through DistributedSampler), to float32
 -- tolerance, and equal to each other bitwise. Three recipes: SGD with momentum in float32;
@@ -7,7 +7,7 @@
 -- builds its model from its own seed, so the wrap-time broadcast is tested too. Last, a
 -- parameter used on rank 0 only must not hang the step and gets the average with zeros.
 -- An argument names the device (default cpu; `vulkan` takes a Vulkan device, lavapipe too).
-package.path = 'tests/mpi/?.lua;' .. package.path
+package.path = 'tests/distributed/?.lua;' .. package.path
 local T = require 'ddp_common'
 local ember = require 'ember'
 local nn, optim, dist = ember.nn, ember.optim, ember.distributed

@@ -1,10 +1,10 @@
 -- ddp_resume: a checkpoint written by a data-parallel job resumes at another number of
--- processes. `ember tests/mpi/ddp_resume.lua save DIR` (under mpirun -np W) trains 2 steps of
+-- processes. `ember tests/distributed/ddp_resume.lua save DIR` (under mpirun -np W) trains 2 steps of
 -- batch 64/W per rank with Adam and has rank 0 save the model, the optimizer state and the
--- loader's position; `ember tests/mpi/ddp_resume.lua resume DIR` (under mpirun -np W', or
+-- loader's position; `ember tests/distributed/ddp_resume.lua resume DIR` (under mpirun -np W', or
 -- alone) loads it, trains on to step 7 (into the second epoch) and compares the parameters
 -- with one process trained 7 steps without interruption.
-package.path = 'tests/mpi/?.lua;' .. package.path
+package.path = 'tests/distributed/?.lua;' .. package.path
 local T = require 'ddp_common'
 local ember = require 'ember'
 local nn, optim, dist = ember.nn, ember.optim, ember.distributed
