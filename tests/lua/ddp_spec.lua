@@ -169,6 +169,9 @@ describe('DistributedDataParallel (one process, recorded collectives)', function
       assert.has_error(function() nn.DistributedDataParallel(m, { bucket_m = 1 }) end)
       assert.has_error(function() nn.DistributedDataParallel(m, { bucket_mb = 0 }) end,
         'DistributedDataParallel: expected bucket_mb to be a number > 0, got 0')
+      local ok, err = pcall(function() ddp:backward(ember.randn(2, 6), ember.randn(2, 3)) end)
+      assert.is_false(ok)
+      assert.truthy(err:find('DistributedDataParallel:backward: not implemented', 1, true))
     end)
   end)
 end)

@@ -155,6 +155,13 @@ function DDP:forward(...)
   return self.module(...)
 end
 
+-- Torch7's module:backward(input, gradOutput) differentiates with autograd.grad, which leaves
+-- the parameters' hooks out: its gradients would not be averaged, so it is refused.
+function DDP:backward()
+  error('DistributedDataParallel:backward: not implemented (Torch7\'s module:backward bypasses ' ..
+    'the gradient averaging); call backward on the loss: criterion(ddp(x), y):backward()', 2)
+end
+
 -- no_sync(f, ...): runs f with gradient synchronization off; gradients of backwards whose
 -- forward ran inside accumulate locally. Returns f's results. (PyTorch's no_sync context.)
 function DDP:no_sync(f, ...)
