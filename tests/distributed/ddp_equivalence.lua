@@ -6,16 +6,25 @@
 -- with GradScaler and clip_grad_norm_ (the clip must see the averaged gradients). Each rank
 -- builds its model from its own seed, so the wrap-time broadcast is tested too. Last, a
 -- parameter used on rank 0 only must not hang the step and gets the average with zeros.
--- An argument names the device (default cpu; `vulkan` takes a Vulkan device, lavapipe too).
+-- An argument names the device (default cpu; `vulkan` takes a Vulkan device, lavapipe too); a
+-- second, `quick`, runs only the float32 case for 2 steps (CI's Vulkan run).
 package.path = 'tests/distributed/?.lua;' .. package.path
 local T = require 'ddp_common'
 local ember = require 'ember'
 local nn, optim, dist = ember.nn, ember.optim, ember.distributed
 
+if arg[1] == 'vulkan' then
+  local found = false
+  for _, d in ipairs(ember.devices()) do
+    if d.name:match('^vulkan') and not d.error then found = true end
+  end
+  if not found then print('no Vulkan device') return end
+end
 dist.init({ device = arg[1] or 'cpu' })
 T.device = dist.device()
 local world, rank = dist.world_size(), dist.rank()
-local GLOBAL, STEPS = 64, 5
+local quick = arg[2] == 'quick'
+local GLOBAL, STEPS = 64, quick and 2 or 5
 assert(GLOBAL % world == 0, 'the world size must divide 64')
 local ds = T.dataset()
 
@@ -27,6 +36,7 @@ local cases = {
     opt = function(p) return optim.SGD(p, { lr = 0.2 }) end },
 }
 
+if quick then cases = { cases[1] } end
 for _, c in ipairs(cases) do
   local opts = { accumulate = c.accumulate, precision = c.precision, clip = c.clip }
   -- the reference: one process, the global batch, no ember.distributed

@@ -1,7 +1,7 @@
 -- nn.DistributedDataParallel and DistributedSampler in real MPI jobs: `mpirun -np 2
 -- --oversubscribe ember <script>` for tests/distributed/ddp_equivalence.lua (2 ranks of batch 32
 -- against one process of batch 64: float32 SGD, no_sync accumulation, fp16 with GradScaler and
--- clipping; a parameter unused on one rank) and ddp_resume.lua (a checkpoint of 2 ranks resumed
+-- clipping; a parameter unused on one rank; on Vulkan too, shortened) and ddp_resume.lua (a checkpoint of 2 ranks resumed
 -- by one process, against an uninterrupted run). The reference of each is computed inside the
 -- job by one process without ember.distributed. Without mpirun the jobs are reported pending.
 local BIN = os.getenv('EMBER_BIN') or 'build/ember'
@@ -55,6 +55,17 @@ describe('nn.DistributedDataParallel under mpirun', function()
       'ok fp16 GradScaler clip: 2 ranks', 'ok a parameter unused on some ranks' }) do
       assert.is_truthy(contains(out, case), out)
     end
+  end)
+
+  it('the same on Vulkan (lavapipe in CI): float32, 2 steps', function()
+    local out, rc = mpirun('ddp_equivalence.lua vulkan quick')
+    assert.are.equal(0, rc, out)
+    if contains(out, 'no Vulkan device') then
+      pending('no Vulkan device')
+      return
+    end
+    assert.is_truthy(contains(out, 'ok fp32 SGD: 2 ranks on vulkan'), out)
+    assert.is_truthy(contains(out, 'ok a parameter unused on some ranks'), out)
   end)
 
   it('a checkpoint of 2 ranks resumes in 1 process as if never interrupted', function()
