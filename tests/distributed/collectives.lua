@@ -133,6 +133,18 @@ local function run_device(device)
   local out = ember.empty({ world, 5 }, { dtype = 'float64', device = device })
   local ho = dist.all_gather(c, { out = out, async = true })
   check(ho:wait() == out, device .. ' all_gather into out')
+  -- into a list of tensors (any layout, any device), sync and async
+  local list = {}
+  for r = 1, world do list[r] = ember.zeros({ 5 }, { dtype = 'float64', device = 'cpu' }) end
+  check(dist.all_gather(c, { out = list }) == list, device .. ' all_gather into a list')
+  for r = 0, world - 1 do
+    check(same(list[r + 1], make(r, { 5 }, 'float64', 3, 'cpu')), device .. ' all_gather list ' .. r)
+  end
+  local list2 = {}
+  for r = 1, world do list2[r] = ember.zeros({ 5, 2 }, { dtype = 'float64', device = device }):select(2, 1) end
+  local hl = dist.all_gather(c, { out = list2, async = true })
+  check(hl:wait() == list2 and hl:is_completed(), device .. ' async all_gather into a list')
+  check(same(list2[world], make(world - 1, { 5 }, 'float64', 3, 'cpu')), device .. ' all_gather list, strided')
   local rs = dist.reduce_scatter(make(rank, { 2 * world }, 'float32', 4, device), { op = 'max', async = true })
   check(same(rs:wait(), reference({ 2 * world }, 'float32', 4, 'max'):narrow(1, 2 * rank + 1, 2)),
     device .. ' async reduce_scatter')
@@ -155,6 +167,17 @@ local function check_no_host_wait(device)
   h:wait()
   check(host_waits(name) == before, device .. ': async all_reduce waited for the device at wait')
   check(same(t, reference({ 5000 }, 'float32', 99, 'sum')), device .. ': all_reduce without host waits')
+  -- back to back, nothing read in between: the second reuses the first's pinned buffer while
+  -- the first's copies back to the device may still be pending
+  local u = make(rank, { 5000 }, 'float32', 100, device)
+  local v = make(rank, { 3000 }, 'float32', 101, device)
+  dist.all_reduce(u)
+  dist.all_reduce(v, { op = 'max' })
+  local w = make(rank, { 7000 }, 'float32', 102, device)
+  dist.all_reduce(w) -- larger: a new kept buffer
+  check(same(u, reference({ 5000 }, 'float32', 100, 'sum')), device .. ': back-to-back all_reduce 1')
+  check(same(v, reference({ 3000 }, 'float32', 101, 'max')), device .. ': back-to-back all_reduce 2')
+  check(same(w, reference({ 7000 }, 'float32', 102, 'sum')), device .. ': back-to-back all_reduce 3')
 end
 
 run_device('cpu')
@@ -188,6 +211,8 @@ raises('reduce_scatter: t:size(1) (' .. (world + 1) .. ') must divide evenly', d
 raises('all_gather: out must have sizes', dist.all_gather, x, { out = ember.empty(world, 5) })
 raises('all_gather: out must have t\'s dtype', dist.all_gather, x, { out = ember.empty({ world, 4 }, { dtype = 'float64' }) })
 raises('all_reduce: t must be a tensor', dist.all_reduce, { 1, 2 })
+raises('all_gather: out must be a tensor or a list of world_size (' .. world .. ') tensors, got a list of 1',
+  dist.all_gather, x, { out = { ember.empty(4) } })
 raises('ember.distributed.init: already initialized', dist.init)
 raises('ember.distributed.init: unknown option devise', dist.init, { devise = 'cpu' })
 

@@ -208,10 +208,34 @@ local function output(fn, t, out, sizes)
   return core.own(C.em_empty(#sizes, cs, t.ptr.dtype_id, t.ptr.device_id))
 end
 
+-- all_gather's `out` as a list of world_size tensors (PyTorch's tensor_list): each gets its
+-- rank's part of the gathered tensor, when the gather finishes.
+local function gather_into_list(fn, t, list, async)
+  local ws = M.world_size()
+  if #list ~= ws then
+    error(('%s: out must be a tensor or a list of world_size (%d) tensors, got a list of %d')
+      :format(fn, ws, #list), 3)
+  end
+  for i = 1, ws do check_tensor(fn, list[i], ('out[%d]'):format(i)) end
+  local h = M.all_gather(t, { async = true })
+  local function scatter()
+    local all = h:wait()
+    for i = 1, ws do list[i]:copy_(all[i]) end
+    return list
+  end
+  if not async then return scatter() end
+  local done
+  return setmetatable({
+    wait = function() done = done or scatter() return done end,
+    is_completed = function() return done ~= nil or h:is_completed() end,
+  }, { __tostring = function() return 'ember.distributed work (all_gather into a list)' end })
+end
+
 function M.all_gather(t, opts)
   local fn = 'all_gather'
   check_tensor(fn, t)
   opts = names.check_options(fn, opts, { 'out', 'async' })
+  if type(opts.out) == 'table' then return gather_into_list(fn, t, opts.out, opts.async) end
   local p = t.ptr
   local sizes = { M.world_size() }
   for d = 0, p.ndim - 1 do sizes[#sizes + 1] = p.sizes[d] end

@@ -39,6 +39,7 @@ struct em_dist_work {
   em_tensor *host_in;       /* what MPI reads for all_gather and reduce_scatter */
   em_tensor *dst_flat;      /* dst as a flat contiguous view, when chunks are copied back */
   em_tensor *src_flat;      /* the device data being copied out (kept until the copies ran) */
+  int staging_slot;         /* staging.c's slot holding `host`, or -1 */
   int waited, status;
   char error[512];
 };
@@ -107,6 +108,7 @@ int em_dist_finalize(void) {
   dist_job job = {.kind = DIST_JOB_FINALIZE};
   dist_job_submit(&job);
   int rc = dist_job_wait(&job, "ember.distributed.finalize");
+  dist_staging_free_all();
   if (dist_thread_broken()) return -1;
   dist_thread_stop();
   initialized = 0;
@@ -198,6 +200,7 @@ static em_dist_work *work_new(const char *what, em_tensor *dst, const em_tensor 
     return NULL;
   }
   w->what = what;
+  w->staging_slot = -1;
   w->dst = em_retain(dst);
   w->src = em_retain((em_tensor *)src);
   return w;
@@ -210,6 +213,7 @@ static void work_release(em_dist_work *w) {
   em_release(w->host_in);
   em_release(w->dst_flat);
   em_release(w->src_flat);
+  dist_staging_put(w->staging_slot);
   free(w->jobs);
   free(w);
 }
@@ -270,7 +274,13 @@ static em_dist_work *in_place(const char *what, em_tensor *t, dist_job tmpl, int
     if (w->host == NULL) goto fail;
     w->chunk = INT_MAX / 2;
   } else {
-    w->host = host_buffer(numel, (em_dtype)t->dtype_id, device);
+    /* a kept buffer when every chunk is first copied in through the device queue */
+    const em_backend *be = em_device_backend(device);
+    if (fill && be->pinned_read_start && be->pinned_read_poll) {
+      w->host = dist_staging_get(numel, (em_dtype)t->dtype_id, device, &w->staging_slot);
+      if (w->host == NULL) em_clear_error();
+    }
+    if (w->host == NULL) w->host = host_buffer(numel, (em_dtype)t->dtype_id, device);
     if (w->host == NULL) goto fail;
     w->chunk = device_chunk_elems(elem);
     if (fill) {
@@ -302,13 +312,19 @@ done:
   em_release(src_c);
   em_set_grad_enabled(prev_grad);
   return w;
-fail:
+fail: {
+  /* the queued jobs (and their device copies, which read src_flat) finish before anything goes;
+   * the error to report is this one, not theirs */
+  char error[512];
+  snprintf(error, sizeof error, "%s", em_last_error());
+  for (int i = 0; i < w->njobs; i++) dist_job_wait(&w->jobs[i], what);
   em_release(src_flat);
   em_release(src_c);
   em_set_grad_enabled(prev_grad);
-  for (int i = 0; i < w->njobs; i++) dist_job_wait(&w->jobs[i], what);
   work_release(w);
+  em_set_error(error);
   return NULL;
+}
 }
 
 /* ---- the collectives ------------------------------------------------------------------------ */

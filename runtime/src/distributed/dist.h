@@ -5,6 +5,7 @@
  *   comm_thread.c  the communication thread: runs every MPI call, in order, from a queue,
  *                  and the waits with a timeout
  *   collectives.c  the public em_dist_* functions: checks, host staging, chunking
+ *   staging.c      the pinned host buffers device tensors go through, kept for reuse
  * Every MPI call runs on the communication thread (init included), so MPI sees one thread.
  */
 #ifndef EMBER_DIST_H
@@ -31,6 +32,15 @@ int dist_mpi_reduce_scatter(const void *in, void *out, int64_t count, em_dtype d
 int dist_mpi_barrier(void);
 /* buf[i] *= factor for a floating dtype (avg = sum, then this), in host memory. */
 void dist_scale(void *buf, int64_t count, em_dtype dtype, double factor);
+
+/* ---- staging.c: pinned host buffers kept for reuse ---- */
+/* A flat pinned view of numel elements for a collective that first copies device data into it
+ * through the device queue; *slot names what to give back (dist_staging_put) once the work is
+ * done. NULL (with *slot -1 and maybe an error) when none can be had: the caller allocates. */
+em_tensor *dist_staging_get(int64_t numel, em_dtype dtype, int device, int *slot);
+void dist_staging_put(int slot);
+/* Releases the kept buffers that no work uses (at finalize). */
+void dist_staging_free_all(void);
 
 /* ---- comm_thread.c ---- */
 typedef enum dist_job_kind {
