@@ -13,6 +13,8 @@
 #   PRECISION=fp32     fp32, bf16 or fp16, for both frameworks
 #   ALLREDUCE=1        0 skips the bandwidth sweep (dist_bench.sh, on every GPU)
 #   SMOKE=1            tiny sizes on the CPU (gloo for PyTorch), to try the script anywhere
+#   CMA=1              let Open MPI's shared memory use cross-process reads (off by default:
+#                      containers without ptrace refuse them)
 # The summary at the end, per framework and model:
 #   efficiency <ember|torch> <model> <precision> gpus <N> <throughput(N) / (N x throughput(1))>
 #   gap <model> <precision> gpus <N> <Ember's efficiency - PyTorch's, in points>
@@ -50,6 +52,9 @@ P=${PRECISION:-fp32}
 # --bind-to none: Open MPI would otherwise pin each rank to one core, starving Ember's threads;
 # -x: the ranks get the program's libraries and Vulkan driver settings
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# containers without ptrace refuse Open MPI's cross-process reads (docs/distributed.md); CMA=1
+# keeps them (faster shared memory where allowed)
+[ "${CMA:-0}" = 1 ] || export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 for v in LD_LIBRARY_PATH VK_DRIVER_FILES VK_ICD_FILENAMES; do [ -n "${!v:-}" ] && MPIRUN+=(-x "$v"); done
 say() { echo "$@" | tee -a "$LOG"; }
