@@ -121,7 +121,7 @@ local function backward(x, grad, opts)
     fn.drain() -- custom functions done with (or failed) give their Lua state back now
     return r
   end)
-  if not ok then error(rc, 2) end
+  if not ok then error(rc, 0) end -- a callback's error, already placed
   if rc ~= 0 then core.raise(2) end -- at the caller's line
 end
 jit.off(backward, true)
@@ -150,7 +150,7 @@ local function backward_many(tensors, grads, opts)
     fn.drain()
     return r
   end)
-  if not ok then error(rc, 2) end
+  if not ok then error(rc, 0) end -- a callback's error, already placed
   if rc ~= 0 then core.raise(2) end
 end
 jit.off(backward_many, true)

@@ -71,6 +71,17 @@ describe('autograd.queue_callback', function()
     assert.are.same({ { 2, 2, 2 } }, seen)
   end)
 
+  it('raises the error of a callback from backward, placed once', function()
+    local w = ember.randn(2):requires_grad_()
+    w:register_hook(function()
+      ember.autograd.queue_callback(function() error('late failure') end)
+    end)
+    local ok, err = pcall(function() (w * 1):sum():backward() end)
+    assert.is_false(ok)
+    assert.truthy(err:find('ddp_spec.lua:%d+: late failure$'), err)
+    assert.is_nil(err:find('ddp_spec.lua:%d+: .*ddp_spec.lua'), err)
+  end)
+
   it('is an error outside backward', function()
     assert.has_error(function() ember.autograd.queue_callback(function() end) end,
       'queue_callback: expected to be called during backward (from a gradient hook)')
