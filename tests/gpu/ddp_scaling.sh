@@ -67,7 +67,7 @@ for m in ${MODELS:-gpt cnn}; do
     else
       timeout 300 "${MPIRUN[@]}" -np "$n" "$E" tests/gpu/ddp_scaling.lua "$m" "$DEVICE" "$SMOKE_ARG" "$P" 2>&1 | tee -a "$LOG"
     fi
-    timeout 300 "$PYTHON" tests/gpu/torch_ddp.py "$m" "$n" --precision "$P" $TORCH_SMOKE 2>&1 | tee -a "$LOG"
+    timeout 300 "$PYTHON" tests/gpu/torch_ddp.py "$m" "$n" --precision "$P" --port $((29500 + RANDOM % 2000)) $TORCH_SMOKE 2>&1 | tee -a "$LOG"
   done
 done
 
