@@ -66,5 +66,20 @@ do
   end
   if rank == 0 then print('ok a parameter unused on some ranks') end
   ddp:remove()
+  -- with find_unused_parameters, one no rank used keeps a nil gradient; the others as before
+  local c = nn.Linear(3, 2):to(T.device)
+  a.weight.grad, a.bias.grad, b.weight.grad, b.bias.grad = nil, nil, nil, nil
+  ddp = nn.DistributedDataParallel(nn.Sequential():add(a):add(b):add(c),
+    { bucket_mb = 1e-5, find_unused_parameters = true })
+  loss = a(x):sum()
+  if rank == 0 then loss = loss + b(x):sum() end
+  loss:backward()
+  if c.weight.grad ~= nil or c.bias.grad ~= nil or
+      math.abs(b.weight.grad:max():item() - 1 / world) > 1e-7 then
+    error(('find_unused_parameters: rank %d: a gradient for the unused parameter, or a wrong ' ..
+      'average'):format(rank), 0)
+  end
+  if rank == 0 then print('ok find_unused_parameters') end
+  ddp:remove()
 end
 dist.finalize()

@@ -54,7 +54,8 @@ describe('nn.DistributedDataParallel under mpirun', function()
     local out, rc = mpirun('ddp_equivalence.lua')
     assert.are.equal(0, rc, out)
     for _, case in ipairs({ 'ok fp32 SGD: 2 ranks', 'ok no_sync accumulation: 2 ranks',
-      'ok fp16 GradScaler clip: 2 ranks', 'ok a parameter unused on some ranks' }) do
+      'ok fp16 GradScaler clip: 2 ranks', 'ok a parameter unused on some ranks',
+      'ok find_unused_parameters' }) do
       assert.is_truthy(contains(out, case), out)
     end
   end)

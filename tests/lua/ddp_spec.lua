@@ -22,6 +22,10 @@ local fake = {
   end,
   all_reduce = function(t, opts)
     local n = t:numel()
+    if not opts.async then
+      log[#log + 1] = 'reduce ' .. n .. ' ' .. opts.op
+      return t
+    end
     log[#log + 1] = 'start ' .. n .. ' ' .. opts.op
     local done = false
     return {
@@ -152,6 +156,21 @@ describe('DistributedDataParallel (one process, recorded collectives)', function
       assert.are.same({ 'start 2 avg', 'start 6 avg', 'start 2 avg', 'start 6 avg',
         'wait 2', 'wait 6', 'wait 2', 'wait 6' }, log)
       assert.are.same({ { 0, 0, 0 }, { 0, 0, 0 } }, b.weight.grad:totable())
+      local _ = ddp
+    end)
+  end)
+
+  it('leaves .grad nil for a parameter no rank used, with find_unused_parameters', function()
+    with_fake(function()
+      local a, b = nn.Linear(3, 2), nn.Linear(3, 2)
+      local ddp = nn.DistributedDataParallel(nn.Sequential():add(a):add(b),
+        { find_unused_parameters = true })
+      log = {}
+      a(ember.randn(2, 3)):sum():backward()
+      assert.are.same({ 'start 16 avg', 'reduce 4 max', 'wait 16' }, log)
+      assert.is_nil(b.weight.grad)
+      assert.is_nil(b.bias.grad)
+      assert.truthy(a.weight.grad)
       local _ = ddp
     end)
   end)

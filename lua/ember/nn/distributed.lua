@@ -24,7 +24,9 @@
 --    writes the averages into .grad. So when backward returns, .grad holds the average over
 --    ranks: clip_grad_norm_, GradScaler's unscale_ and the optimizer see reduced gradients.
 --  * Unused parameters never hang a step: they take part with zeros (their .grad becomes the
---    average of the ranks that used them; zeros when no rank did, where PyTorch leaves None).
+--    average of the ranks that used them). One no rank used gets zeros, or, with
+--    find_unused_parameters = true (one more small all-reduce per step), keeps a nil .grad as
+--    in PyTorch.
 --  * no_sync. ddp:no_sync(f) runs f (forwards and backwards) without communication: gradients
 --    accumulate locally in .grad, and the next synchronized backward averages the sum. Wrap
 --    both the forward and the backward in it: a backward is synchronized when its forward
@@ -119,6 +121,7 @@ function DDP:__init(model, opts)
   rawset(self, 'dist', dist)
   rawset(self, 'bucket_mb', mb)
   rawset(self, 'broadcast_buffers', opts.broadcast_buffers ~= false)
+  rawset(self, 'find_unused_parameters', opts.find_unused_parameters or false)
   rawset(self, 'require_backward_grad_sync', true)
   rawset(self, '_sync_pass', true)
   if opts.broadcast_parameters ~= false then
@@ -224,9 +227,12 @@ function DDP:finish_gradients()
   local st = self._step
   if not st then return end
   rawset(self, '_step', nil)
+  local reached, k = {}, 0
   no_grad(function()
     for _, b in ipairs(self._buckets) do
       for _, m in ipairs(b.members) do
+        k = k + 1
+        reached[k] = st.done[m] and 1 or 0
         if not st.done[m] then
           st.done[m] = true
           fill(m, nil)
@@ -235,11 +241,18 @@ function DDP:finish_gradients()
       end
     end
     launch_ready(self, st)
+    -- find_unused_parameters: which members some rank reached (one more small all-reduce, after
+    -- the buckets on every rank); the others keep a nil .grad, as in PyTorch
+    local used = self.find_unused_parameters and
+      self.dist.all_reduce(creation.tensor(reached, { dtype = 'float32' }), { op = 'max' }):totable()
+    k = 0
     for i, b in ipairs(self._buckets) do
       st.handles[i]:wait()
       for _, m in ipairs(b.members) do
+        k = k + 1
         local grad = m.param.grad
-        if grad then grad:copy_(m.view) else m.param.grad = m.view:clone() end
+        if grad then grad:copy_(m.view)
+        elseif not used or used[k] > 0 then m.param.grad = m.view:clone() end
       end
     end
   end)
