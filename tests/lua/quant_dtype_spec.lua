@@ -146,6 +146,20 @@ describe('block dtypes', function()
     assert.are.same({ 2, 4 }, { y:size(1), y:size(2) })
   end)
 
+  it('are refused by the collectives, which have no MPI type for them', function()
+    -- in a process of its own: MPI starts once per process
+    local bin = os.getenv('EMBER_BIN') or 'build/ember'
+    local p = io.popen(bin .. [[ -e "local d = ember.distributed
+      if not pcall(d.init) then print('no MPI') return end
+      local q = ember.quant.quantize(ember.randn(2, 32), {format = 'q8_0'})
+      print(select(2, pcall(d.all_reduce, q)))" 2>&1]])
+    local out = p:read('*a')
+    p:close()
+    if out:find('no MPI', 1, true) then return end -- without Open MPI there is nothing to check
+    assert.truthy(out:find('all_reduce: t has the quantized dtype q8_0, which collectives do not move',
+      1, true), out)
+  end)
+
   it('show the quantized ops in the profiler', function()
     local w = Q.quantize(ember.randn({ 4, 64 }), { format = 'q8_0' })
     local p = ember.profiler.profile({ activities = { 'cpu' } }, function()
