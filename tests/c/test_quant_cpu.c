@@ -104,6 +104,8 @@ static void all_formats(const char *path) {
     bad += run_case(f, 3, 16, 8 * 256, X_RANDOM, 0);       /* K many blocks, two chunks */
     bad += run_case(f, 9, 21, 1024 + 256, X_RANDOM, 0);    /* a partial chunk, 4 + 4 + 1 rows */
     bad += run_case(f, 1, 1000, be, X_RANDOM, 0);          /* large N */
+    bad += run_case(f, 1, 40, 1280, X_RANDOM, 0);          /* batch 1: 16-block groups and a tail */
+    bad += run_case(f, 4, 33, 1280, X_RANDOM, 0);
     bad += run_case(f, 2, 5, 512, X_ZERO, 0);
     bad += run_case(f, 3, 17, 512, X_OUTLIER, 1);          /* outliers in x and in W */
     bad += run_case(f, 2, 19, 512, X_NAN, 0);

@@ -144,6 +144,13 @@ int em_quant_cpu_linear(const float *x, int64_t m, int64_t k, const uint8_t *w, 
 #pragma omp parallel for num_threads(em_threads_for(m * k)) schedule(static)
   for (int64_t i = 0; i < m; i++) quantize_row(x + i * k, k, q + i * k, d + i * nb, s + i * nb, slo + i * nb);
   const em_qc_act act = { q, d, s, slo, k, nb };
+  if (path == PATH_VNNI && getenv("EMBER_QUANT_NO_MATVEC") == NULL) {
+    int done = em_qc_matvec_vnni(&f, &act, m, w, n, out, em_get_num_threads() < (int)n ? em_get_num_threads() : 1);
+    if (done != 0) {
+      free(q); free(d); free(s); free(work);
+      return done < 0 ? em_error("quant_cpu_linear: out of memory") : 0;
+    }
+  }
   const em_qc_kernel kernel = path == PATH_VNNI ? em_qc_kernel_vnni
                               : path == PATH_AVX2 ? em_qc_kernel_avx2 : em_qc_kernel_portable;
 

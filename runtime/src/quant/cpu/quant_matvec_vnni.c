@@ -1,0 +1,138 @@
+/* quant_matvec_vnni.c: the few-row (batch 1 to 4, token generation) AVX-512 VNNI kernel for
+ * Q8_0 and Q4_0, where the product is a read of the weight and must run at the memory's speed.
+ *
+ * The panel kernel (quant_dot_vnni.c) first transposes 16 weight rows into registers whose lanes
+ * are rows; with one activation row that transposition is most of the work. Here lanes are k
+ * instead: each weight row is read in place, two blocks (64 codes) per vpdpbusd against the
+ * activation codes, and the per-block int32 lane sums are scaled in float as they are (lanes of
+ * block b times its scale, one permute to spread 16 block scales over the lanes), so nothing
+ * is reduced horizontally before the end of the row. The 16 fp16 weight scales of 16 blocks
+ * come in one gather. Sign: the codes are unsigned (Q8_0's offset by 128, Q4_0's nibbles) and
+ * the activations signed; the zero point's term, -z * dx * (sum of the block's activation
+ * codes) times the weight scale, is one more multiply-add per 16 blocks.
+ * Threads take contiguous ranges of weight rows, so each streams its share once, in order. */
+#include "../quant_cpu.h"
+#include "../../internal.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+enum { MV_ROWS = 4 };
+
+static float half_at(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return em_half_to_float(h);
+}
+
+/* The last nb % 16 blocks' int32 sum, plainly. Compiled for the baseline, not the VNNI target:
+ * GCC 12 vectorizes this signed x signed loop with vpdpbusd there, which is unsigned x signed,
+ * and gets it wrong. */
+__attribute__((noinline)) static int32_t tail_dot(int q8, const uint8_t *blk, const int8_t *x) {
+  int32_t sum = 0;
+  if (q8) {
+    for (int j = 0; j < 32; j++) sum += (int8_t)blk[2 + j] * x[j];
+  } else {
+    for (int j = 0; j < 16; j++)
+      sum += ((blk[2 + j] & 15) - 8) * x[j] + ((blk[2 + j] >> 4) - 8) * x[16 + j];
+  }
+  return sum;
+}
+
+/* One weight row against R activation rows: out_r = sum over blocks. xs[r]: the codes in the
+ * order the format's register holds them; zc[r][b] = -z * dx * sum q; dx[r][b]. */
+VNNI static inline __attribute__((always_inline)) void
+row_dot(const int R, int q8, const uint8_t *row, int64_t nb, const int8_t *const *xs,
+        const float *const *zc, const float *const *dx, const int8_t *const *xq, float *res) {
+  const int64_t bb = q8 ? 34 : 18;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)bb));
+  /* lanes -> block of the pair: Q8_0 [A x8 | B x8], Q4_0 [A x4, B x4, A x4, B x4] */
+  const __m512i pair = q8 ? _mm512_srli_epi32(lane, 3) : _mm512_and_si512(_mm512_srli_epi32(lane, 2), _mm512_set1_epi32(1));
+  const __m512i flip = _mm512_set1_epi8((char)0x80), nib = _mm512_set1_epi8(0x0F);
+  __m512 acc[MV_ROWS], accz[MV_ROWS];
+  for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); accz[r] = _mm512_setzero_ps(); }
+  int64_t g0 = 0;
+  for (; g0 + 16 <= nb; g0 += 16) {
+    const uint8_t *blk = row + g0 * bb;
+    __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(sidx, blk, 1)));
+    __m512 s[MV_ROWS];
+    for (int r = 0; r < R; r++) {
+      s[r] = _mm512_mul_ps(dw, _mm512_loadu_ps(dx[r] + g0));
+      accz[r] = _mm512_fmadd_ps(dw, _mm512_loadu_ps(zc[r] + g0), accz[r]);
+    }
+    for (int p = 0; p < 8; p++) {
+      const uint8_t *a = blk + 2 * p * bb + 2;
+      __m512i wv;
+      if (q8) {
+        wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                                _mm256_loadu_si256((const __m256i *)(a + 34)), 1);
+        wv = _mm512_xor_si512(wv, flip);
+      } else {
+        __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                            _mm_loadu_si128((const __m128i *)(a + 18)), 1);
+        wv = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1), nib);
+      }
+      const __m512i idx = _mm512_add_epi32(pair, _mm512_set1_epi32(2 * p));
+      for (int r = 0; r < R; r++) {
+        __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv,
+                                         _mm512_loadu_si512((const void *)(xs[r] + (g0 + 2 * p) * 32)));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_permutexvar_ps(idx, s[r]), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    float t = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], accz[r]));
+    for (int64_t b = g0; b < nb; b++) {
+      const uint8_t *blk = row + b * bb;
+      t += half_at(blk) * dx[r][b] * (float)tail_dot(q8, blk, xq[r] + b * 32);
+    }
+    res[r] = t;
+  }
+}
+
+VNNI int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m,
+                           const uint8_t *w, int64_t n, float *out, int threads) {
+  if ((f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0) || m > MV_ROWS) return 0;
+  const int q8 = f->format == EM_QUANT_Q8_0;
+  const int64_t nb = a->nb, k = a->k, row_bytes = nb * (q8 ? 34 : 18);
+  /* per activation row: the codes in register order (Q4_0: [A 0-15, B 0-15, A 16-31, B 16-31]
+   * per pair of blocks, as the nibbles unpack) and -z * dx * sum q per block */
+  int8_t *perm = q8 ? NULL : malloc((size_t)(m * k));
+  float *zc = malloc((size_t)(m * nb) * sizeof(float));
+  if ((!q8 && !perm) || !zc) { free(perm); free(zc); return -1; }
+  const int8_t *xs[MV_ROWS], *xq[MV_ROWS];
+  const float *zcr[MV_ROWS], *dx[MV_ROWS];
+  for (int64_t r = 0; r < m; r++) {
+    xq[r] = a->q + r * k;
+    dx[r] = a->d + r * nb;
+    zcr[r] = zc + r * nb;
+    for (int64_t b = 0; b < nb; b++) zc[r * nb + b] = -(float)f->z * a->d[r * nb + b] * (float)a->s[r * nb + b];
+    if (q8) { xs[r] = xq[r]; continue; }
+    int8_t *pr = perm + r * k;
+    for (int64_t b = 0; b + 1 < nb; b += 2) {
+      const int8_t *x = xq[r] + b * 32;
+      memcpy(pr + b * 32, x, 16); memcpy(pr + b * 32 + 16, x + 32, 16);
+      memcpy(pr + b * 32 + 32, x + 16, 16); memcpy(pr + b * 32 + 48, x + 48, 16);
+    }
+    xs[r] = pr;
+  }
+  /* a zero-scale block's NaN-free product: the tail and the vector loop agree on finite input;
+   * a NaN activation block has dx NaN, which both propagate */
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t j = 0; j < n; j++) {
+    float res[MV_ROWS];
+    const uint8_t *row = w + j * row_bytes;
+    switch (m) {
+    case 1: row_dot(1, q8, row, nb, xs, zcr, dx, xq, res); break;
+    case 2: row_dot(2, q8, row, nb, xs, zcr, dx, xq, res); break;
+    case 3: row_dot(3, q8, row, nb, xs, zcr, dx, xq, res); break;
+    default: row_dot(4, q8, row, nb, xs, zcr, dx, xq, res); break;
+    }
+    for (int64_t r = 0; r < m; r++) out[r * n + j] = res[r];
+  }
+  free(perm); free(zc);
+  return 1;
+}
