@@ -1,5 +1,5 @@
 /* quant_matvec_vnni.c: the few-row (batch 1 to 4, token generation) AVX-512 VNNI kernel for
- * Q8_0 and Q4_0, where the product is a read of the weight and must run at the memory's speed.
+ * Q8_0, Q4_0 and Q4_K, where the product is a read of the weight and must run at the memory's speed.
  *
  * The panel kernel (quant_dot_vnni.c) first transposes 16 weight rows into registers whose lanes
  * are rows; with one activation row that transposition is most of the work. Here lanes are k
@@ -93,9 +93,80 @@ row_dot(const int R, int q8, const uint8_t *row, int64_t nb, const int8_t *const
   }
 }
 
+/* Q4_K's 6-bit scale and minimum of sub-block j (as ggml's get_scale_min_k4). */
+static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
+  if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
+  else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+/* Q4_K: a super-block's 32 code bytes p hold sub-blocks 2p (low nibbles) and 2p+1 (high) in
+ * order, so [low | high] is 64 weights in k order against the activation codes as they are.
+ * The 8 sub-block scales and minimums are decoded once per super-block for the R rows; the
+ * minimums' term is a scalar per super-block. */
+VNNI static inline __attribute__((always_inline)) void
+row_dot_q4k(const int R, const uint8_t *row, int64_t nb, const em_qc_act *a, int64_t r0,
+            float *res) {
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i hi8 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 3);
+  __m512 acc[MV_ROWS];
+  float mins[MV_ROWS];
+  for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); mins[r] = 0; }
+  for (int64_t sb = 0; sb < nb / 8; sb++) {
+    const uint8_t *blk = row + sb * 144;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; j++) scale_min_k4(j, blk + 4, &sc[j], &mn[j]);
+    __m512 sv[MV_ROWS];
+    for (int r = 0; r < R; r++) {
+      const float *dx = a->d + (r0 + r) * a->nb + sb * 8;
+      const int32_t *sx = a->s + (r0 + r) * a->nb + sb * 8;
+      float t[8];
+      for (int j = 0; j < 8; j++) {
+        t[j] = d * (float)sc[j] * dx[j];
+        mins[r] += dmin * (float)mn[j] * dx[j] * (float)sx[j];
+      }
+      sv[r] = _mm512_castps256_ps512(_mm256_loadu_ps(t));
+    }
+    for (int p = 0; p < 4; p++) {
+      __m256i y = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * p));
+      __m512i wv = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1), nib);
+      const __m512i idx = _mm512_add_epi32(hi8, _mm512_set1_epi32(2 * p));
+      for (int r = 0; r < R; r++) {
+        const int8_t *x = a->q + (r0 + r) * a->k + sb * 256 + 64 * p;
+        __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512((const void *)x));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_permutexvar_ps(idx, sv[r]), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) res[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
+}
+
+VNNI static int matvec_q4k(const em_qc_act *a, int64_t m, const uint8_t *w, int64_t n, float *out,
+                      int threads) {
+  const int64_t row_bytes = a->nb / 8 * 144;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t j = 0; j < n; j++) {
+    float res[MV_ROWS];
+    const uint8_t *row = w + j * row_bytes;
+    switch (m) {
+    case 1: row_dot_q4k(1, row, a->nb, a, 0, res); break;
+    case 2: row_dot_q4k(2, row, a->nb, a, 0, res); break;
+    case 3: row_dot_q4k(3, row, a->nb, a, 0, res); break;
+    default: row_dot_q4k(4, row, a->nb, a, 0, res); break;
+    }
+    for (int64_t r = 0; r < m; r++) out[r * n + j] = res[r];
+  }
+  return 1;
+}
+
 VNNI int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m,
                            const uint8_t *w, int64_t n, float *out, int threads) {
-  if ((f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0) || m > MV_ROWS) return 0;
+  if (m > MV_ROWS) return 0;
+  if (f->format == EM_QUANT_Q4_K) return matvec_q4k(a, m, w, n, out, threads);
+  if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0) return 0;
   const int q8 = f->format == EM_QUANT_Q8_0;
   const int64_t nb = a->nb, k = a->k, row_bytes = nb * (q8 ? 34 : 18);
   /* per activation row: the codes in register order (Q4_0: [A 0-15, B 0-15, A 16-31, B 16-31]
