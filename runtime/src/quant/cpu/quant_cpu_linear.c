@@ -118,6 +118,7 @@ int em_quant_cpu_linear(const float *x, int64_t m, int64_t k, const uint8_t *w, 
   const int64_t nb = k / 32, row_bytes = k / be * bb, npanel = (n + EM_QC_NR - 1) / EM_QC_NR;
   int threads = em_get_num_threads();
   if ((double)m * (double)n * (double)k < 65536.0) threads = 1;
+  const int mv_threads = threads < n ? threads : (int)n; /* the few-row kernel: over rows of W */
   /* fewer panels than threads: split the activation rows too (in fours, the kernel's step) */
   int64_t groups = 1;
   if (npanel < threads && m > 4) {
@@ -134,9 +135,9 @@ int em_quant_cpu_linear(const float *x, int64_t m, int64_t k, const uint8_t *w, 
   int8_t *q = malloc((size_t)(m * k));
   float *d = malloc((size_t)(m * nb) * sizeof(float));
   int32_t *s = malloc((size_t)(m * nb) * sizeof(int32_t) * 2);
-  uint8_t *work = aligned_alloc(64, (per_thread + 63) / 64 * 64 * (size_t)threads);
-  if (!q || !d || !s || !work) {
-    free(q); free(d); free(s); free(work);
+  uint8_t *work = NULL;
+  if (!q || !d || !s) {
+    free(q); free(d); free(s);
     return em_error("quant_cpu_linear: out of memory for the activations of [%lld, %lld]",
                     (long long)m, (long long)k);
   }
@@ -144,12 +145,17 @@ int em_quant_cpu_linear(const float *x, int64_t m, int64_t k, const uint8_t *w, 
 #pragma omp parallel for num_threads(em_threads_for(m * k)) schedule(static)
   for (int64_t i = 0; i < m; i++) quantize_row(x + i * k, k, q + i * k, d + i * nb, s + i * nb, slo + i * nb);
   const em_qc_act act = { q, d, s, slo, k, nb };
-  if (path == PATH_VNNI && getenv("EMBER_QUANT_NO_MATVEC") == NULL) {
-    int done = em_qc_matvec_vnni(&f, &act, m, w, n, out, em_get_num_threads() < (int)n ? em_get_num_threads() : 1);
+  if (path == PATH_VNNI) {
+    int done = em_qc_matvec_vnni(&f, &act, m, w, n, out, mv_threads);
     if (done != 0) {
-      free(q); free(d); free(s); free(work);
+      free(q); free(d); free(s);
       return done < 0 ? em_error("quant_cpu_linear: out of memory") : 0;
     }
+  }
+  work = aligned_alloc(64, (per_thread + 63) / 64 * 64 * (size_t)threads);
+  if (!work) {
+    free(q); free(d); free(s);
+    return em_error("quant_cpu_linear: out of memory for the weight panels");
   }
   const em_qc_kernel kernel = path == PATH_VNNI ? em_qc_kernel_vnni
                               : path == PATH_AVX2 ? em_qc_kernel_avx2 : em_qc_kernel_portable;
