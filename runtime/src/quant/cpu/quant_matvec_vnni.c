@@ -1,5 +1,5 @@
 /* quant_matvec_vnni.c: the few-row (batch 1 to 4, token generation) AVX-512 VNNI kernel for
- * Q8_0, Q4_0 and Q4_K, where the product is a read of the weight and must run at the memory's speed.
+ * Q8_0, Q4_0, Q4_K and Q6_K, where the product is a read of the weight and must run at the memory's speed.
  *
  * The panel kernel (quant_dot_vnni.c) first transposes 16 weight rows into registers whose lanes
  * are rows; with one activation row that transposition is most of the work. Here lanes are k
@@ -162,10 +162,78 @@ VNNI static int matvec_q4k(const em_qc_act *a, int64_t m, const uint8_t *w, int6
   return 1;
 }
 
+/* Q6_K: in each 128-half, the low nibbles of ql[0..63] with qh's bit pairs 0 and 1 are weights
+ * 0..63 in k order, the high nibbles with pairs 2 and 3 weights 64..127; each 4 lanes share one
+ * 16-weight scale. The zero point (32) comes off with the per-16 activation code sums. */
+VNNI static inline __attribute__((always_inline)) void
+row_dot_q6k(const int R, const uint8_t *row, int64_t nb, const em_qc_act *a, int64_t r0,
+            float *res) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i by4 = _mm512_srli_epi32(lane, 2), by2 = _mm512_srli_epi32(lane, 1);
+  /* per-16 sums from per-32 ones: lanes 2b and 2b+1 take the first and second 16 of block b */
+  const __m512i lo_hi = _mm512_add_epi32(by2, _mm512_slli_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(1)), 3));
+  const __m512i m0f = _mm512_set1_epi8(0x0F), m03 = _mm512_set1_epi8(0x03);
+  __m512 acc[MV_ROWS], accz[MV_ROWS];
+  for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); accz[r] = _mm512_setzero_ps(); }
+  for (int64_t sb = 0; sb < nb / 8; sb++) {
+    const uint8_t *blk = row + sb * 210;
+    const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(half_at(blk + 208)),
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)))));
+    __m512 sv[MV_ROWS];
+    for (int r = 0; r < R; r++) {
+      const int64_t at = (r0 + r) * a->nb + sb * 8;
+      const __m512 dx = _mm512_permutexvar_ps(by2, _mm512_castps256_ps512(_mm256_loadu_ps(a->d + at)));
+      sv[r] = _mm512_mul_ps(dsc, dx);
+      const __m256i s32 = _mm256_loadu_si256((const __m256i *)(a->s + at));
+      const __m256i slo = _mm256_loadu_si256((const __m256i *)(a->s_lo + at));
+      const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(slo), _mm256_sub_epi32(s32, slo), 1);
+      const __m512 s16 = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(lo_hi, both));
+      accz[r] = _mm512_fmadd_ps(sv[r], _mm512_mul_ps(s16, _mm512_set1_ps(-32.0f)), accz[r]);
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m512i zl = _mm512_loadu_si512((const void *)(blk + 64 * h));
+      const __m256i yh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+      const __m512i zh = _mm512_inserti64x4(_mm512_castsi256_si512(yh), _mm256_srli_epi16(yh, 2), 1);
+      __m512i wv[2];
+      wv[0] = _mm512_or_si512(_mm512_and_si512(zl, m0f), _mm512_slli_epi16(_mm512_and_si512(zh, m03), 4));
+      wv[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(zl, 4), m0f),
+                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(zh, 4), m03), 4));
+      for (int c = 0; c < 2; c++) {
+        const __m512i idx = _mm512_add_epi32(by4, _mm512_set1_epi32(8 * h + 4 * c));
+        for (int r = 0; r < R; r++) {
+          const int8_t *x = a->q + (r0 + r) * a->k + sb * 256 + 128 * h + 64 * c;
+          __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[c], _mm512_loadu_si512((const void *)x));
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_permutexvar_ps(idx, sv[r]), acc[r]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) res[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], accz[r]));
+}
+
+VNNI static int matvec_q6k(const em_qc_act *a, int64_t m, const uint8_t *w, int64_t n, float *out,
+                           int threads) {
+  const int64_t row_bytes = a->nb / 8 * 210;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t j = 0; j < n; j++) {
+    float res[MV_ROWS];
+    const uint8_t *row = w + j * row_bytes;
+    switch (m) {
+    case 1: row_dot_q6k(1, row, a->nb, a, 0, res); break;
+    case 2: row_dot_q6k(2, row, a->nb, a, 0, res); break;
+    case 3: row_dot_q6k(3, row, a->nb, a, 0, res); break;
+    default: row_dot_q6k(4, row, a->nb, a, 0, res); break;
+    }
+    for (int64_t r = 0; r < m; r++) out[r * n + j] = res[r];
+  }
+  return 1;
+}
+
 VNNI int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m,
                            const uint8_t *w, int64_t n, float *out, int threads) {
   if (m > MV_ROWS) return 0;
   if (f->format == EM_QUANT_Q4_K) return matvec_q4k(a, m, w, n, out, threads);
+  if (f->format == EM_QUANT_Q6_K) return matvec_q6k(a, m, w, n, out, threads);
   if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0) return 0;
   const int q8 = f->format == EM_QUANT_Q8_0;
   const int64_t nb = a->nb, k = a->k, row_bytes = nb * (q8 ? 34 : 18);
