@@ -28,56 +28,76 @@ static inline int32_t load4(const int8_t *p) {
   return v;
 }
 
-/* R activation rows (R <= 4, a constant after inlining) against nkb packed blocks. */
+/* R activation rows (R <= 4) against nkb packed blocks; R, SPLIT (two scales per 32) and MIN
+ * (a minimum's term) are constants after inlining, so the loop has no branches. Each row keeps
+ * two int32 chains per block (even and odd k groups, or Q6_K's two halves), and the rows'
+ * chains interleave: 2R independent vpdpbusd chains hide the instruction's latency. */
 VNNI static inline __attribute__((always_inline)) void
-rows_vnni(const int R, const em_qc_format *f, const em_qc_act *a, int64_t row0, int64_t kb0,
-          int64_t nkb, const em_qc_block *blk, float *acc) {
+rows_vnni(const int R, const int SPLIT, const int MIN, const em_qc_format *f, const em_qc_act *a,
+          int64_t row0, int64_t kb0, int64_t nkb, const em_qc_block *blk, float *acc) {
   __m512 av[4];
   const int8_t *xq[4];
   for (int r = 0; r < R; r++) {
     av[r] = _mm512_loadu_ps(acc + r * EM_QC_NR);
     xq[r] = a->q + (row0 + r) * a->k;
   }
-  const int z = f->z, split = f->split, has_min = f->has_min;
+  const int z = f->z;
   for (int64_t b = 0; b < nkb; b++) {
     const em_qc_block *o = blk + b;
     const int64_t kb = kb0 + b;
-    __m512i wv[8];
-    for (int g = 0; g < 8; g++) wv[g] = _mm512_load_si512((const void *)o->codes[g]);
-    const __m512 alo = _mm512_load_ps(o->a_lo);
+    __m512i is[4][2];
+    float d[4], ds[4];
     for (int r = 0; r < R; r++) {
       const int64_t at = (row0 + r) * a->nb + kb;
       const int32_t s = a->s[at];
-      const float d = a->d[at];
-      const int8_t *xb = xq[r] + kb * 32;
-      if (!split) {
-        __m512i is = _mm512_set1_epi32(-z * s);
-        for (int g = 0; g < 8; g++)
-          is = _mm512_dpbusd_epi32(is, wv[g], _mm512_set1_epi32(load4(xb + 4 * g)));
-        av[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(alo, _mm512_set1_ps(d)), av[r]);
-      } else {
+      d[r] = a->d[at];
+      ds[r] = d[r] * (float)s;
+      if (SPLIT) {
         const int32_t slo = a->s_lo[at];
-        __m512i lo = _mm512_set1_epi32(-z * slo), hi = _mm512_set1_epi32(-z * (s - slo));
-        for (int g = 0; g < 4; g++) {
-          lo = _mm512_dpbusd_epi32(lo, wv[g], _mm512_set1_epi32(load4(xb + 4 * g)));
-          hi = _mm512_dpbusd_epi32(hi, wv[4 + g], _mm512_set1_epi32(load4(xb + 16 + 4 * g)));
-        }
-        __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), alo);
-        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_load_ps(o->a_hi), t);
-        av[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(d), av[r]);
+        is[r][0] = _mm512_set1_epi32(-z * slo);
+        is[r][1] = _mm512_set1_epi32(-z * (s - slo));
+      } else {
+        is[r][0] = _mm512_set1_epi32(-z * s);
+        is[r][1] = _mm512_setzero_si512();
       }
-      if (has_min)
-        av[r] = _mm512_fmadd_ps(_mm512_load_ps(o->bm), _mm512_set1_ps(d * (float)s), av[r]);
+    }
+    for (int g = 0; g < 8; g++) {
+      const __m512i wv = _mm512_load_si512((const void *)o->codes[g]);
+      const int c = SPLIT ? g >> 2 : g & 1;
+      for (int r = 0; r < R; r++)
+        is[r][c] = _mm512_dpbusd_epi32(is[r][c], wv, _mm512_set1_epi32(load4(xq[r] + kb * 32 + 4 * g)));
+    }
+    const __m512 alo = _mm512_load_ps(o->a_lo);
+    for (int r = 0; r < R; r++) {
+      __m512 t;
+      if (SPLIT)
+        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][1]), _mm512_load_ps(o->a_hi),
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(is[r][0]), alo));
+      else
+        t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(is[r][0], is[r][1])), alo);
+      av[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(d[r]), av[r]);
+      if (MIN) av[r] = _mm512_fmadd_ps(_mm512_load_ps(o->bm), _mm512_set1_ps(ds[r]), av[r]);
     }
   }
   for (int r = 0; r < R; r++) _mm512_storeu_ps(acc + r * EM_QC_NR, av[r]);
 }
 
+#define ROWS_VARIANT(name, SPLIT, MIN)                                                          \
+  VNNI static void name(const em_qc_format *f, const em_qc_act *a, int64_t i0, int64_t ni,      \
+                        int64_t kb0, int64_t nkb, const em_qc_block *blk, float *acc) {         \
+    int64_t i = 0;                                                                              \
+    for (; i + 4 <= ni; i += 4) rows_vnni(4, SPLIT, MIN, f, a, i0 + i, kb0, nkb, blk, acc + i * EM_QC_NR); \
+    for (; i < ni; i++) rows_vnni(1, SPLIT, MIN, f, a, i0 + i, kb0, nkb, blk, acc + i * EM_QC_NR);        \
+  }
+ROWS_VARIANT(rows_plain, 0, 0)
+ROWS_VARIANT(rows_min, 0, 1)
+ROWS_VARIANT(rows_split, 1, 0)
+
 VNNI void em_qc_kernel_vnni(const em_qc_format *f, const em_qc_act *a, int64_t i0, int64_t ni,
                             int64_t kb0, int64_t nkb, const em_qc_block *blk, float *acc) {
-  int64_t i = 0;
-  for (; i + 4 <= ni; i += 4) rows_vnni(4, f, a, i0 + i, kb0, nkb, blk, acc + i * EM_QC_NR);
-  for (; i < ni; i++) rows_vnni(1, f, a, i0 + i, kb0, nkb, blk, acc + i * EM_QC_NR);
+  if (f->split) rows_split(f, a, i0, ni, kb0, nkb, blk, acc);  /* Q6_K: no minimum */
+  else if (f->has_min) rows_min(f, a, i0, ni, kb0, nkb, blk, acc);
+  else rows_plain(f, a, i0, ni, kb0, nkb, blk, acc);
 }
 
 VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int64_t r0,
