@@ -11,7 +11,7 @@
  *      Q6_K), the codes laid out so that one 64-byte vector holds 4 consecutive k of the 16
  *      rows. Q8_0's signed codes are offset by 128 (u = q ^ 0x80, z = 128); the 4-bit, 6-bit and
  *      affine codes are unsigned already.
- *      With 1 to 4 activation rows and Q8_0, Q4_0, Q4_K or Q6_K on the VNNI path, the rows are
+ *      With 1 to 4 activation rows and a ggml format on the VNNI path, the rows are
  *      read in place instead (lanes along k, quant_matvec_vnni.c): the product is a read of W.
  *   3. Products: u8 x s8 dot products of 4 summed into int32 (vpdpbusd with AVX-512 VNNI; the
  *      same C loops compiled for AVX2 or for the baseline otherwise), the zero point removed
@@ -81,7 +81,7 @@ void em_qc_pack(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int6
 int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int64_t r0,
                     int nr, int64_t kb0, int64_t nkb, em_qc_block *blk);
 
-/* Activation rows 0 .. m-1 (m <= 4) against all n weight rows for Q8_0, Q4_0, Q4_K, Q6_K, weight rows
+/* Activation rows 0 .. m-1 (m <= 4) against all n weight rows for the ggml formats, weight rows
  * read in place (quant_matvec_vnni.c): 1 when done, 0 when it does not handle the call, -1 out
  * of memory. */
 int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m, const uint8_t *w,

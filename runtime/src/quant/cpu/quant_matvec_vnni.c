@@ -1,5 +1,5 @@
 /* quant_matvec_vnni.c: the few-row (batch 1 to 4, token generation) AVX-512 VNNI kernel for
- * Q8_0, Q4_0, Q4_K and Q6_K, where the product is a read of the weight and must run at the memory's speed.
+ * Q8_0, Q4_0, Q4_1, Q4_K and Q6_K, where the product is a read of the weight and must run at the memory's speed.
  *
  * The panel kernel (quant_dot_vnni.c) first transposes 16 weight rows into registers whose lanes
  * are rows; with one activation row that transposition is most of the work. Here lanes are k
@@ -30,23 +30,28 @@ static float half_at(const uint8_t *p) {
 /* The last nb % 16 blocks' int32 sum, plainly. Compiled for the baseline, not the VNNI target:
  * GCC 12 vectorizes this signed x signed loop with vpdpbusd there, which is unsigned x signed,
  * and gets it wrong. */
-__attribute__((noinline)) static int32_t tail_dot(int q8, const uint8_t *blk, const int8_t *x) {
+enum { MV_Q8_0, MV_Q4_0, MV_Q4_1 };
+__attribute__((noinline)) static int32_t tail_dot(int fmt, const uint8_t *blk, const int8_t *x) {
   int32_t sum = 0;
-  if (q8) {
+  if (fmt == MV_Q8_0) {
     for (int j = 0; j < 32; j++) sum += (int8_t)blk[2 + j] * x[j];
-  } else {
+  } else if (fmt == MV_Q4_0) {
     for (int j = 0; j < 16; j++)
       sum += ((blk[2 + j] & 15) - 8) * x[j] + ((blk[2 + j] >> 4) - 8) * x[16 + j];
+  } else {
+    for (int j = 0; j < 16; j++) sum += (blk[4 + j] & 15) * x[j] + (blk[4 + j] >> 4) * x[16 + j];
   }
   return sum;
 }
 
 /* One weight row against R activation rows: out_r = sum over blocks. xs[r]: the codes in the
- * order the format's register holds them; zc[r][b] = -z * dx * sum q; dx[r][b]. */
+ * order the format's register holds them; zc[r][b] = -z * dx * sum q (Q4_1: dx * sum q, for
+ * the minimum, which is the high half of the 4 bytes gathered for the scale); dx[r][b]. */
 VNNI static inline __attribute__((always_inline)) void
-row_dot(const int R, int q8, const uint8_t *row, int64_t nb, const int8_t *const *xs,
+row_dot(const int R, const int fmt, const uint8_t *row, int64_t nb, const int8_t *const *xs,
         const float *const *zc, const float *const *dx, const int8_t *const *xq, float *res) {
-  const int64_t bb = q8 ? 34 : 18;
+  const int q8 = fmt == MV_Q8_0;
+  const int64_t bb = q8 ? 34 : fmt == MV_Q4_0 ? 18 : 20, co = fmt == MV_Q4_1 ? 4 : 2;
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)bb));
   /* lanes -> block of the pair: Q8_0 [A x8 | B x8], Q4_0 [A x4, B x4, A x4, B x4] */
@@ -57,14 +62,16 @@ row_dot(const int R, int q8, const uint8_t *row, int64_t nb, const int8_t *const
   int64_t g0 = 0;
   for (; g0 + 16 <= nb; g0 += 16) {
     const uint8_t *blk = row + g0 * bb;
-    __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(sidx, blk, 1)));
+    const __m512i head = _mm512_i32gather_epi32(sidx, blk, 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+    const __m512 zw = fmt == MV_Q4_1 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16))) : dw;
     __m512 s[MV_ROWS];
     for (int r = 0; r < R; r++) {
       s[r] = _mm512_mul_ps(dw, _mm512_loadu_ps(dx[r] + g0));
-      accz[r] = _mm512_fmadd_ps(dw, _mm512_loadu_ps(zc[r] + g0), accz[r]);
+      accz[r] = _mm512_fmadd_ps(zw, _mm512_loadu_ps(zc[r] + g0), accz[r]);
     }
     for (int p = 0; p < 8; p++) {
-      const uint8_t *a = blk + 2 * p * bb + 2;
+      const uint8_t *a = blk + 2 * p * bb + co;
       __m512i wv;
       if (q8) {
         wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
@@ -72,7 +79,7 @@ row_dot(const int R, int q8, const uint8_t *row, int64_t nb, const int8_t *const
         wv = _mm512_xor_si512(wv, flip);
       } else {
         __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                            _mm_loadu_si128((const __m128i *)(a + 18)), 1);
+                                            _mm_loadu_si128((const __m128i *)(a + bb)), 1);
         wv = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1), nib);
       }
       const __m512i idx = _mm512_add_epi32(pair, _mm512_set1_epi32(2 * p));
@@ -87,7 +94,8 @@ row_dot(const int R, int q8, const uint8_t *row, int64_t nb, const int8_t *const
     float t = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], accz[r]));
     for (int64_t b = g0; b < nb; b++) {
       const uint8_t *blk = row + b * bb;
-      t += half_at(blk) * dx[r][b] * (float)tail_dot(q8, blk, xq[r] + b * 32);
+      t += half_at(blk) * dx[r][b] * (float)tail_dot(fmt, blk, xq[r] + b * 32);
+      if (fmt == MV_Q4_1) t += half_at(blk + 2) * zc[r][b];
     }
     res[r] = t;
   }
@@ -229,14 +237,24 @@ VNNI static int matvec_q6k(const em_qc_act *a, int64_t m, const uint8_t *w, int6
   return 1;
 }
 
+/* R and the format as constants: one specialized loop each */
+#define MV_CASES(F)                                                                            \
+  switch (m) {                                                                               \
+    case 1: row_dot(1, F, row, nb, xs, zcr, dx, xq, res); break;                               \
+    case 2: row_dot(2, F, row, nb, xs, zcr, dx, xq, res); break;                               \
+    case 3: row_dot(3, F, row, nb, xs, zcr, dx, xq, res); break;                               \
+    default: row_dot(4, F, row, nb, xs, zcr, dx, xq, res); break;                              \
+    }
+
 VNNI int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m,
                            const uint8_t *w, int64_t n, float *out, int threads) {
   if (m > MV_ROWS) return 0;
   if (f->format == EM_QUANT_Q4_K) return matvec_q4k(a, m, w, n, out, threads);
   if (f->format == EM_QUANT_Q6_K) return matvec_q6k(a, m, w, n, out, threads);
-  if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0) return 0;
-  const int q8 = f->format == EM_QUANT_Q8_0;
-  const int64_t nb = a->nb, k = a->k, row_bytes = nb * (q8 ? 34 : 18);
+  if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0 && f->format != EM_QUANT_Q4_1)
+    return 0;
+  const int q8 = f->format == EM_QUANT_Q8_0, q41 = f->format == EM_QUANT_Q4_1;
+  const int64_t nb = a->nb, k = a->k, row_bytes = nb * f->block_bytes;
   /* per activation row: the codes in register order (Q4_0: [A 0-15, B 0-15, A 16-31, B 16-31]
    * per pair of blocks, as the nibbles unpack) and -z * dx * sum q per block */
   int8_t *perm = q8 ? NULL : malloc((size_t)(m * k));
@@ -248,7 +266,8 @@ VNNI int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m,
     xq[r] = a->q + r * k;
     dx[r] = a->d + r * nb;
     zcr[r] = zc + r * nb;
-    for (int64_t b = 0; b < nb; b++) zc[r * nb + b] = -(float)f->z * a->d[r * nb + b] * (float)a->s[r * nb + b];
+    for (int64_t b = 0; b < nb; b++)
+      zc[r * nb + b] = (q41 ? 1.0f : -(float)f->z) * a->d[r * nb + b] * (float)a->s[r * nb + b];
     if (q8) { xs[r] = xq[r]; continue; }
     int8_t *pr = perm + r * k;
     for (int64_t b = 0; b + 1 < nb; b += 2) {
@@ -264,12 +283,7 @@ VNNI int em_qc_matvec_vnni(const em_qc_format *f, const em_qc_act *a, int64_t m,
   for (int64_t j = 0; j < n; j++) {
     float res[MV_ROWS];
     const uint8_t *row = w + j * row_bytes;
-    switch (m) {
-    case 1: row_dot(1, q8, row, nb, xs, zcr, dx, xq, res); break;
-    case 2: row_dot(2, q8, row, nb, xs, zcr, dx, xq, res); break;
-    case 3: row_dot(3, q8, row, nb, xs, zcr, dx, xq, res); break;
-    default: row_dot(4, q8, row, nb, xs, zcr, dx, xq, res); break;
-    }
+    if (q8) MV_CASES(MV_Q8_0) else if (q41) MV_CASES(MV_Q4_1) else MV_CASES(MV_Q4_0)
     for (int64_t r = 0; r < m; r++) out[r * n + j] = res[r];
   }
   free(perm); free(zc);
