@@ -10,7 +10,8 @@
  *      same size.
  *  (b) batch 64: effective GFLOP/s (2 m n k / time) against Ember's own float32 product
  *      (em_matmul, OpenBLAS sgemm) of the same shapes.
- * Each figure is the median of its samples. The path is the default (EMBER_QUANT_CPU forces one).
+ * Each figure is the median of its samples; each ratio the median of the ratios of pairs of
+ * samples taken one after the other, which holds better on a shared, loaded machine. The path is the default (EMBER_QUANT_CPU forces one).
  *
  * Usage: bench_quant [threads]
  */
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
       else memcpy(em_data_ptr(w[c]), em_data_ptr(w[0]), (size_t)bytes);
     }
     enum { S = 2 * 256 };
-    static double tq[S], tc[S], lq[S], lc[S];
+    static double tq[S], tc[S], lq[S], lc[S], rd[S], rl[S];
     int nd = 0;
     for (int c = 0; c < copies; c++) em_quant_linear(x1, w[c], fmts[f].format, o1); /* warm */
     for (int rep = 0; rep < 2; rep++)
@@ -118,6 +119,7 @@ int main(int argc, char **argv) {
         double t0 = now();
         if (em_quant_linear(x1, w[c], fmts[f].format, o1) != 0) { fprintf(stderr, "%s\n", em_last_error()); return 1; }
         tq[nd] = now() - t0;
+        rd[nd] = tc[nd] / tq[nd];
       }
     const int nl = 41;
     for (int r = 0; r < nl; r++) {
@@ -125,11 +127,13 @@ int main(int argc, char **argv) {
       double t0 = now();
       em_quant_linear(x1, w[0], fmts[f].format, o1);
       lq[r] = now() - t0;
+      rl[r] = lc[r] / lq[r];
     }
     double gq = (double)bytes / median(tq, nd) / 1e9, gc = (double)bytes / median(tc, nd) / 1e9;
     double hq = (double)bytes / median(lq, nl) / 1e9, hc = (double)bytes / median(lc, nl) / 1e9;
+    /* the ratio is the median of each sample pair's ratio: a slow phase hits both of a pair */
     printf("  %-6s %8.1f %12.1f %12.1f %8.2f %12.1f %12.1f %8.2f\n", fmts[f].name,
-           bytes / 1048576.0, gq, gc, gq / gc, hq, hc, hq / hc);
+           bytes / 1048576.0, gq, gc, median(rd, nd), hq, hc, median(rl, nl));
     for (int c = 0; c < copies; c++) em_release(w[c]);
     free(src); free(dst);
   }
@@ -140,16 +144,19 @@ int main(int argc, char **argv) {
   int64_t sob[2] = { M, N };
   em_tensor *ob = em_empty(2, sob, EM_FLOAT32, 0);
   const double flop = 2.0 * (double)M * (double)N * (double)K;
-  double ts[15];
-  for (int r = 0; r < 15; r++) {
+  /* the float32 references first (medians), then each format's samples alternate with
+   * em_matmul's, and its ratio is the median of the pairs' ratios */
+  enum { RB = 15 };
+  double ts[RB];
+  for (int r = 0; r < RB; r++) {
     double t0 = now();
     em_tensor *c = em_matmul(x, wt);
     ts[r] = now() - t0;
     em_release(c);
   }
-  double gs = flop / median(ts, 15) / 1e9;
+  double gs = flop / median(ts, RB) / 1e9;
   float *cb = malloc(sizeof(float) * (size_t)(M * N));
-  for (int r = 0; r < 15; r++) { /* raw OpenBLAS into a reused buffer, for reference */
+  for (int r = 0; r < RB; r++) { /* raw OpenBLAS into a reused buffer, for reference */
     double t0 = now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
                 em_data_ptr(x), (int)K, em_data_ptr(wt), (int)N, 0.0f, cb, (int)N);
@@ -157,7 +164,7 @@ int main(int argc, char **argv) {
   }
   free(cb);
   printf("(b) batch %lld: fp32 em_matmul (OpenBLAS) %.1f GFLOP/s (raw cblas_sgemm %.1f)\n",
-         (long long)M, gs, flop / median(ts, 15) / 1e9);
+         (long long)M, gs, flop / median(ts, RB) / 1e9);
   printf("  %-6s %12s %10s\n", "format", "GFLOP/s", "/sgemm");
   for (int f = 0; f < nf; f++) {
     int64_t be, bb;
@@ -165,15 +172,20 @@ int main(int argc, char **argv) {
     int64_t sw[1] = { N * (K / be) * bb };
     em_tensor *w = em_empty(1, sw, EM_UINT8, 0);
     em_quant_quantize(fmts[f].format, 0, 0, em_data_ptr(wf), N * K, em_data_ptr(w));
-    double tq[15];
+    double tq[RB], pr[RB];
     em_quant_linear(x, w, fmts[f].format, ob);
-    for (int r = 0; r < 15; r++) {
+    for (int r = 0; r < RB; r++) {
       double t0 = now();
+      em_tensor *c = em_matmul(x, wt);
+      double tm = now() - t0;
+      em_release(c);
+      t0 = now();
       em_quant_linear(x, w, fmts[f].format, ob);
       tq[r] = now() - t0;
+      pr[r] = tm / tq[r];
     }
-    double gq = flop / median(tq, 15) / 1e9;
-    printf("  %-6s %12.1f %10.2f\n", fmts[f].name, gq, gq / gs);
+    double gq = flop / median(tq, RB) / 1e9;
+    printf("  %-6s %12.1f %10.2f\n", fmts[f].name, gq, median(pr, RB));
     em_release(w);
   }
   em_release(x); em_release(wt); em_release(ob); em_release(x1); em_release(o1); em_release(wf);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
 
 static inline int32_t load4(const int8_t *p) {
   int32_t v;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
 enum { MV_ROWS = 4 };
 
 static float half_at(const uint8_t *p) {
@@ -101,42 +101,39 @@ row_dot(const int R, const int fmt, const uint8_t *row, int64_t nb, const int8_t
   }
 }
 
-/* Q4_K's 6-bit scale and minimum of sub-block j (as ggml's get_scale_min_k4). */
-static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
-  if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
-  else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 /* Q4_K: a super-block's 32 code bytes p hold sub-blocks 2p (low nibbles) and 2p+1 (high) in
  * order, so [low | high] is 64 weights in k order against the activation codes as they are.
- * The 8 sub-block scales and minimums are decoded once per super-block for the R rows; the
- * minimums' term is a scalar per super-block. */
+ * The 8 sub-block scales and minimums are decoded once per super-block for the R rows (8-lane
+ * vectors); the minimums' term accumulates in its own vector. */
 VNNI static inline __attribute__((always_inline)) void
 row_dot_q4k(const int R, const uint8_t *row, int64_t nb, const em_qc_act *a, int64_t r0,
             float *res) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i hi8 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 3);
   __m512 acc[MV_ROWS];
-  float mins[MV_ROWS];
-  for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); mins[r] = 0; }
+  __m256 accm[MV_ROWS];
+  for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
   for (int64_t sb = 0; sb < nb / 8; sb++) {
     const uint8_t *blk = row + sb * 144;
-    const float d = half_at(blk), dmin = half_at(blk + 2);
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; j++) scale_min_k4(j, blk + 4, &sc[j], &mn[j]);
+    /* the 12 bytes of 6-bit scales and minimums to 8 + 8 bytes (ggml's mask arithmetic) */
+    uint32_t u[4];
+    memcpy(u, blk + 4, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = mins_lo;
+    u[0] &= 0x3f3f3f3fu;
+    const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(half_at(blk)), _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]))));
+    const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(half_at(blk + 2)), _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]))));
     __m512 sv[MV_ROWS];
     for (int r = 0; r < R; r++) {
-      const float *dx = a->d + (r0 + r) * a->nb + sb * 8;
-      const int32_t *sx = a->s + (r0 + r) * a->nb + sb * 8;
-      float t[8];
-      for (int j = 0; j < 8; j++) {
-        t[j] = d * (float)sc[j] * dx[j];
-        mins[r] += dmin * (float)mn[j] * dx[j] * (float)sx[j];
-      }
-      sv[r] = _mm512_castps256_ps512(_mm256_loadu_ps(t));
+      const int64_t at = (r0 + r) * a->nb + sb * 8;
+      const __m256 dx = _mm256_loadu_ps(a->d + at);
+      const __m256 sx = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->s + at)));
+      sv[r] = _mm512_castps256_ps512(_mm256_mul_ps(dsc, dx));
+      accm[r] = _mm256_fmadd_ps(dmn, _mm256_mul_ps(dx, sx), accm[r]);
     }
     for (int p = 0; p < 4; p++) {
       __m256i y = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * p));
@@ -149,7 +146,13 @@ row_dot_q4k(const int R, const uint8_t *row, int64_t nb, const em_qc_act *a, int
       }
     }
   }
-  for (int r = 0; r < R; r++) res[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
+  for (int r = 0; r < R; r++) {
+    __m256 m = accm[r];
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    res[r] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(h);
+  }
 }
 
 VNNI static int matvec_q4k(const em_qc_act *a, int64_t m, const uint8_t *w, int64_t n, float *out,
