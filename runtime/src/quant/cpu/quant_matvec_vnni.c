@@ -10,7 +10,9 @@
  * come in one gather. Sign: the codes are unsigned (Q8_0's offset by 128, Q4_0's nibbles) and
  * the activations signed; the zero point's term, -z * dx * (sum of the block's activation
  * codes) times the weight scale, is one more multiply-add per 16 blocks.
- * Threads take contiguous ranges of weight rows, so each streams its share once, in order. */
+ * Threads take contiguous ranges of weight rows, so each streams its share once, in order,
+ * with software prefetches 4 KiB ahead (on this machine's Xeon, one core read a DRAM-resident
+ * Q8_0 weight at ~7 GB/s without them, ~10 GB/s with them, as fast as a plain read loop). */
 #include "../quant_cpu.h"
 #include "../../internal.h"
 
@@ -19,7 +21,7 @@
 #include <string.h>
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
-enum { MV_ROWS = 4 };
+enum { MV_ROWS = 4, PF = 4096 };
 
 static float half_at(const uint8_t *p) {
   uint16_t h;
@@ -62,6 +64,8 @@ row_dot(const int R, const int fmt, const uint8_t *row, int64_t nb, const int8_t
   int64_t g0 = 0;
   for (; g0 + 16 <= nb; g0 += 16) {
     const uint8_t *blk = row + g0 * bb;
+    /* the thread's rows are contiguous: ask for the bytes PF ahead, past this row's end too */
+    for (int64_t l = 0; l < 16 * bb; l += 64) _mm_prefetch((const char *)blk + PF + l, _MM_HINT_T0);
     const __m512i head = _mm512_i32gather_epi32(sidx, blk, 1);
     const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
     const __m512 zw = fmt == MV_Q4_1 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16))) : dw;
@@ -115,6 +119,7 @@ row_dot_q4k(const int R, const uint8_t *row, int64_t nb, const em_qc_act *a, int
   for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
   for (int64_t sb = 0; sb < nb / 8; sb++) {
     const uint8_t *blk = row + sb * 144;
+    for (int l = 0; l < 144; l += 64) _mm_prefetch((const char *)blk + PF + l, _MM_HINT_T0);
     /* the 12 bytes of 6-bit scales and minimums to 8 + 8 bytes (ggml's mask arithmetic) */
     uint32_t u[4];
     memcpy(u, blk + 4, 12);
@@ -188,6 +193,7 @@ row_dot_q6k(const int R, const uint8_t *row, int64_t nb, const em_qc_act *a, int
   for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); accz[r] = _mm512_setzero_ps(); }
   for (int64_t sb = 0; sb < nb / 8; sb++) {
     const uint8_t *blk = row + sb * 210;
+    for (int l = 0; l < 210; l += 64) _mm_prefetch((const char *)blk + PF + l, _MM_HINT_T0);
     const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(half_at(blk + 208)),
         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)))));
     __m512 sv[MV_ROWS];
