@@ -10,9 +10,10 @@
  * Then one float multiply-add per block (cvt, scale, fma). Four activation rows share each load
  * of the weight vectors.
  *
- * The packers for Q8_0 and Q4_0 gather the 4-byte code groups of the 16 rows (one vpgatherdd
- * per 4 k), which keeps the batch-1 case, where packing is all the work besides the loads,
- * close to the memory's speed. The other formats use the portable packer. */
+ * The packers for Q8_0, Q4_0, Q4_1 and Q4_K gather the 4-byte code groups of the 16 rows (one
+ * vpgatherdd per 4 k): decoding is paid once per panel chunk for all the activation rows, but
+ * the portable packer's byte loops cost about as much as the products at batch 64. Q6_K uses
+ * the portable packer. */
 #include "../quant_cpu.h"
 #include "../../internal.h"
 
@@ -100,9 +101,53 @@ VNNI void em_qc_kernel_vnni(const em_qc_format *f, const em_qc_act *a, int64_t i
   else rows_plain(f, a, i0, ni, kb0, nkb, blk, acc);
 }
 
+static float half_at(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return em_half_to_float(h);
+}
+
+/* Q4_K: x-block kb is sub-block kb % 8 of super-block kb / 8, its 32 codes the low (even
+ * sub-block) or high (odd) nibbles of 32 bytes: 8 gathers. The scales and minimums are decoded
+ * per row, plainly (16 rows x 1 sub-block). */
+VNNI static void pack_q4k(const uint8_t *w, int64_t row_bytes, int64_t r0, int nr, int64_t kb0,
+                          int64_t nkb, em_qc_block *blk, __m512i idx, __mmask16 m) {
+  const __m512i zero = _mm512_setzero_si512(), nib = _mm512_set1_epi8(0x0F);
+  const uint8_t *base = w + r0 * row_bytes;
+  for (int64_t b = 0; b < nkb; b++) {
+    const int64_t kb = kb0 + b, sb = kb / 8;
+    const int s = (int)(kb % 8);
+    const uint8_t *q = base + sb * 144 + 16 + 32 * (s / 2);
+    em_qc_block *o = blk + b;
+    for (int g = 0; g < 8; g++) {
+      __m512i v = _mm512_mask_i32gather_epi32(zero, m, idx, q + 4 * g, 1);
+      if (s & 1) v = _mm512_srli_epi16(v, 4);
+      _mm512_store_si512((void *)o->codes[g], _mm512_and_si512(v, nib));
+    }
+    for (int c = 0; c < EM_QC_NR; c++) {
+      float a = 0, bm = 0;
+      if (c < nr) {
+        const uint8_t *sbp = base + c * row_bytes + sb * 144, *sc = sbp + 4;
+        int scale, mn;
+        if (s < 4) { scale = sc[s] & 63; mn = sc[s + 4] & 63; }
+        else {
+          scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+          mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+        }
+        a = half_at(sbp) * (float)scale;
+        bm = -half_at(sbp + 2) * (float)mn;
+      }
+      o->a_lo[c] = o->a_hi[c] = a;
+      o->bm[c] = bm;
+    }
+  }
+}
+
 VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int64_t r0,
                          int nr, int64_t kb0, int64_t nkb, em_qc_block *blk) {
-  if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0) return 0;
+  if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0 && f->format != EM_QUANT_Q4_1 &&
+      f->format != EM_QUANT_Q4_K)
+    return 0;
   if (row_bytes > INT32_MAX / EM_QC_NR) return 0; /* gather offsets are int32 */
   const __m512i idx = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -111,6 +156,10 @@ VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_by
   const __m512i zero = _mm512_setzero_si512(), nib = _mm512_set1_epi8(0x0F);
   const int64_t bb = f->block_bytes;
   const uint8_t *base = w + r0 * row_bytes;
+  if (f->format == EM_QUANT_Q4_K) {
+    pack_q4k(w, row_bytes, r0, nr, kb0, nkb, blk, idx, m);
+    return 1;
+  }
   for (int64_t b = 0; b < nkb; b++) {
     const uint8_t *p = base + (kb0 + b) * bb;
     em_qc_block *o = blk + b;
@@ -119,7 +168,11 @@ VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_by
     __m512 sc = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sv));
     _mm512_store_ps(o->a_lo, sc);
     _mm512_store_ps(o->a_hi, sc);
-    _mm512_store_ps(o->bm, _mm512_setzero_ps());
+    /* Q4_1's minimum is the high half of the same 4 bytes */
+    _mm512_store_ps(o->bm, f->format == EM_QUANT_Q4_1
+                               ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sv, 16)))
+                               : _mm512_setzero_ps());
+    const int co = f->format == EM_QUANT_Q4_1 ? 4 : 2;
     if (f->format == EM_QUANT_Q8_0) {
       const __m512i flip = _mm512_set1_epi8((char)0x80);
       for (int g = 0; g < 8; g++) {
@@ -128,7 +181,7 @@ VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_by
       }
     } else {
       for (int g = 0; g < 4; g++) {
-        __m512i v = _mm512_mask_i32gather_epi32(zero, m, idx, p + 2 + 4 * g, 1);
+        __m512i v = _mm512_mask_i32gather_epi32(zero, m, idx, p + co + 4 * g, 1);
         _mm512_store_si512((void *)o->codes[g], _mm512_and_si512(v, nib));
         _mm512_store_si512((void *)o->codes[4 + g], _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
       }
