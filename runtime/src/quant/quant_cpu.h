@@ -77,7 +77,7 @@ typedef struct em_qc_act {
  * for k blocks kb0 .. kb0+nkb-1 (of 32) into blk[0 .. nkb-1]. Portable: quant_pack.c. */
 void em_qc_pack(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int64_t r0, int nr,
                 int64_t kb0, int64_t nkb, em_qc_block *blk);
-/* The same with AVX-512 gathers for Q8_0, Q4_0, Q4_1 and Q4_K; returns 0 when it does not
+/* The same with AVX-512 gathers for the ggml formats; returns 0 when it does not
  * handle f. */
 int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int64_t r0,
                     int nr, int64_t kb0, int64_t nkb, em_qc_block *blk);

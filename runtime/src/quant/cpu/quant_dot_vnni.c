@@ -10,10 +10,10 @@
  * Then one float multiply-add per block (cvt, scale, fma). Four activation rows share each load
  * of the weight vectors.
  *
- * The packers for Q8_0, Q4_0, Q4_1 and Q4_K gather the 4-byte code groups of the 16 rows (one
- * vpgatherdd per 4 k): decoding is paid once per panel chunk for all the activation rows, but
- * the portable packer's byte loops cost about as much as the products at batch 64. Q6_K uses
- * the portable packer. */
+ * The packers gather the 4-byte code groups of the 16 rows (one vpgatherdd per 4 k, two for
+ * Q6_K's split bits): decoding is paid once per panel chunk for all the activation rows, but
+ * the portable packer's byte loops cost about as much as the products at batch 64. The affine
+ * formats use the portable packer. */
 #include "../quant_cpu.h"
 #include "../../internal.h"
 
@@ -143,10 +143,44 @@ VNNI static void pack_q4k(const uint8_t *w, int64_t row_bytes, int64_t r0, int n
   }
 }
 
+/* Q6_K: x-block kb is 32-slice qi of 128-half h of super-block kb / 8. Its low 4 bits are the
+ * low (qi 0, 1) or high (qi 2, 3) nibbles of ql[64 h + 32 (qi & 1) + l], its high 2 bits the
+ * pair qi of qh[32 h + l]: 16 gathers. Its two 16-weight scales are bytes 2 qi and 2 qi + 1 of
+ * the half's 8, and d the high half of bytes 206..209 (a 4-byte read that stays in the block). */
+VNNI static void pack_q6k(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t kb0, int64_t nkb,
+                          em_qc_block *blk, __m512i idx, __mmask16 m) {
+  const __m512i zero = _mm512_setzero_si512(), nib = _mm512_set1_epi8(0x0F);
+  const __m512i two = _mm512_set1_epi8(0x03);
+  const uint8_t *base = w + r0 * row_bytes;
+  for (int64_t b = 0; b < nkb; b++) {
+    const int64_t kb = kb0 + b;
+    const int s = (int)(kb % 8), h = s / 4, qi = s % 4;
+    const uint8_t *sb = base + kb / 8 * 210;
+    const uint8_t *ql = sb + 64 * h + 32 * (qi & 1), *qh = sb + 128 + 32 * h;
+    em_qc_block *o = blk + b;
+    for (int g = 0; g < 8; g++) {
+      __m512i lo = _mm512_mask_i32gather_epi32(zero, m, idx, ql + 4 * g, 1);
+      __m512i hi = _mm512_mask_i32gather_epi32(zero, m, idx, qh + 4 * g, 1);
+      if (qi >= 2) lo = _mm512_srli_epi16(lo, 4);
+      hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * qi), two);
+      _mm512_store_si512((void *)o->codes[g],
+                         _mm512_or_si512(_mm512_and_si512(lo, nib), _mm512_slli_epi16(hi, 4)));
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+        _mm512_mask_i32gather_epi32(zero, m, idx, sb + 206, 1), 16)));
+    const __m512i sc = _mm512_mask_i32gather_epi32(zero, m, idx, sb + 192 + 8 * h + 2 * qi, 1);
+    const __m512 slo = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 24), 24));
+    const __m512 shi = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 24));
+    _mm512_store_ps(o->a_lo, _mm512_mul_ps(d, slo));
+    _mm512_store_ps(o->a_hi, _mm512_mul_ps(d, shi));
+    _mm512_store_ps(o->bm, _mm512_setzero_ps());
+  }
+}
+
 VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_bytes, int64_t r0,
                          int nr, int64_t kb0, int64_t nkb, em_qc_block *blk) {
   if (f->format != EM_QUANT_Q8_0 && f->format != EM_QUANT_Q4_0 && f->format != EM_QUANT_Q4_1 &&
-      f->format != EM_QUANT_Q4_K)
+      f->format != EM_QUANT_Q4_K && f->format != EM_QUANT_Q6_K)
     return 0;
   if (row_bytes > INT32_MAX / EM_QC_NR) return 0; /* gather offsets are int32 */
   const __m512i idx = _mm512_mullo_epi32(
@@ -158,6 +192,10 @@ VNNI int em_qc_pack_vnni(const em_qc_format *f, const uint8_t *w, int64_t row_by
   const uint8_t *base = w + r0 * row_bytes;
   if (f->format == EM_QUANT_Q4_K) {
     pack_q4k(w, row_bytes, r0, nr, kb0, nkb, blk, idx, m);
+    return 1;
+  }
+  if (f->format == EM_QUANT_Q6_K) {
+    pack_q6k(w, row_bytes, r0, kb0, nkb, blk, idx, m);
     return 1;
   }
   for (int64_t b = 0; b < nkb; b++) {
