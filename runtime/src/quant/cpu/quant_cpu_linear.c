@@ -144,7 +144,8 @@ int em_quant_cpu_linear(const float *x, int64_t m, int64_t k, const uint8_t *w, 
   }
   int32_t *slo = s + m * nb;
 #pragma omp parallel for num_threads(em_threads_for(m * k)) schedule(static)
-  for (int64_t i = 0; i < m; i++) quantize_row(x + i * k, k, q + i * k, d + i * nb, s + i * nb, slo + i * nb);
+  for (int64_t i = 0; i < m; i++)
+    quantize_row(x + i * k, k, q + i * k, d + i * nb, s + i * nb, slo + i * nb);
   const em_qc_act act = { q, d, s, slo, k, nb };
   if (path == PATH_VNNI) {
     int done = em_qc_matvec_vnni(&f, &act, m, w, n, out, mv_threads);
@@ -174,8 +175,9 @@ int em_quant_cpu_linear(const float *x, int64_t m, int64_t k, const uint8_t *w, 
       memset(acc, 0, (size_t)ni * EM_QC_NR * sizeof(float));
       for (int64_t kb = 0; kb < nb; kb += (int64_t)chunk) {
         const int64_t nkb = nb - kb < (int64_t)chunk ? nb - kb : (int64_t)chunk;
-        if (!(path == PATH_VNNI && em_qc_pack_vnni(&f, w, row_bytes, p * EM_QC_NR, nr, kb, nkb, blk)))
-          em_qc_pack(&f, w, row_bytes, p * EM_QC_NR, nr, kb, nkb, blk);
+        const int64_t r0 = p * EM_QC_NR;
+        if (!(path == PATH_VNNI && em_qc_pack_vnni(&f, w, row_bytes, r0, nr, kb, nkb, blk)))
+          em_qc_pack(&f, w, row_bytes, r0, nr, kb, nkb, blk);
         kernel(&f, &act, i0, ni, kb, nkb, blk, acc);
       }
       for (int64_t i = 0; i < ni; i++)
