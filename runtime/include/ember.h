@@ -974,10 +974,11 @@ EM_API int em_quant_dequantize(int format, int64_t group, int symmetric, const v
  * Vulkan: every format too. 0, or -1 with the error set. */
 EM_API int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64_t group,
                                int symmetric, em_tensor *out);
-/* out[m, n] = sum_k x[m, k] W[n, k] for a Q8_0 or Q4_0 weight W [N, K] held as blocks (N rows of
- * K / 32 blocks), activations quantized to int8 per 32 (float scale), int32 block dot products.
- * x [M, K], out [M, N]: contiguous float32, caller-owned; CPU only (other devices and formats:
- * EM_ERR_NOT_IMPLEMENTED). 0, or -1 with the error set. */
+/* out[m, n] = sum_k x[m, k] W[n, k] for a Q8_0, Q4_0, Q4_1, Q4_K or Q6_K weight W [N, K] held as
+ * blocks (N rows of K / block weights), activations quantized to int8 per 32 (float scale),
+ * int32 dot products (AVX-512 VNNI where the CPU has it; EMBER_QUANT_CPU=vnni|avx2|portable
+ * forces a path). x [M, K], out [M, N]: contiguous float32, caller-owned; CPU only (other
+ * devices and the affine formats: EM_ERR_NOT_IMPLEMENTED). 0, or -1 with the error set. */
 EM_API int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, em_tensor *out);
 
 /* ---- quantized tensors: block dtypes as ops (runtime/src/ops/quant.c) ----------------------

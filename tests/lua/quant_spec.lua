@@ -227,6 +227,13 @@ describe('ember.quant.linear', function()
       check(fmt, 3, 130, 64, 3)
     end)
   end
+  for _, fmt in ipairs({ 'q4_1', 'q4_k', 'q6_k', 'int8', 'int4' }) do
+    it(fmt .. ' matches float64 within the activation rounding', function()
+      local k = fmt:find('_k') and 256 or 128
+      check(fmt, 1, 37, k, 4)
+      check(fmt, 5, 17, 2 * k, 5)
+    end)
+  end
   it('keeps leading dimensions, adds the bias, refuses what has no kernel', function()
     local q = Q.quantize(ember.ones({ 4, 64 }), { format = 'q8_0' })
     local y = Q.linear(ember.ones({ 2, 3, 64 }), q, ember.ones({ 4 }))

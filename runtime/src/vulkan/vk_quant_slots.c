@@ -8,7 +8,9 @@
 #include "vk.h"
 #include "../quant/quant.h"
 
-/* Weak: the library builds with or without the Vulkan quantized matmul. */
+/* Weak only until vk_quant_matmul.c is in the tree: then drop the attribute (and this
+ * declaration, quant.h has it), since a weak reference does not pull an object out of
+ * libember.a (docs/design.md, "The CPU's kernel table references its kernels strongly"). */
 __attribute__((weak)) int em_vk_quant_linear(const em_tensor *x, const em_tensor *blocks,
                                              int format, int64_t group, int symmetric,
                                              em_tensor *out);
