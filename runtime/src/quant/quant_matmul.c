@@ -5,7 +5,8 @@
  * scale per block: amax / 127); a block's product is then an int32 dot product of the codes
  * times the two scales. Q8_0 and Q4_0 weights have kernels; other formats are refused.
  * Portable C (the compiler vectorizes the 32-wide int loops); rows of the output are spread
- * over OpenMP threads. A VNNI path can slot in behind the same function later. */
+ * over OpenMP threads. A VNNI path can slot in behind the same function later.
+ * Tensors on a Vulkan device go to its kernels (vk_quant_matmul.c, every format). */
 #include "../internal.h"
 #include "quant.h"
 
@@ -54,9 +55,12 @@ int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, em_
   EM_NOT_NULL(-1, x);
   EM_NOT_NULL(-1, blocks);
   EM_NOT_NULL(-1, out);
-  if (x->device_id != 0 || blocks->device_id != 0 || out->device_id != 0)
-    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "quant_linear: not implemented on %s",
-                             em_device_name(x->device_id != 0 ? x->device_id : blocks->device_id));
+  if (x->device_id != 0 || blocks->device_id != 0 || out->device_id != 0) {
+    if (format == EM_QUANT_AFFINE8 || format == EM_QUANT_AFFINE4)
+      return em_error("quant_linear: the affine formats need their group and symmetry: call "
+                      "em_quant_linear_grouped");
+    return em_vk_quant_linear(x, blocks, format, 0, 0, out);
+  }
   if (format != EM_QUANT_Q8_0 && format != EM_QUANT_Q4_0)
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "quant_linear: format %d is not "
                              "implemented on cpu (Q8_0 and Q4_0 are)", format);
@@ -89,4 +93,14 @@ int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, em_
   free(q);
   free(d);
   return 0;
+}
+
+int em_quant_linear_grouped(const em_tensor *x, const em_tensor *blocks, int format,
+                            int64_t group, int symmetric, em_tensor *out) {
+  EM_NOT_NULL(-1, x);
+  EM_NOT_NULL(-1, blocks);
+  EM_NOT_NULL(-1, out);
+  if (x->device_id != 0 || blocks->device_id != 0 || out->device_id != 0)
+    return em_vk_quant_linear(x, blocks, format, group, symmetric, out);
+  return em_quant_linear(x, blocks, format, out);
 }
