@@ -97,3 +97,32 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/install/EmberConfigVersion.
 install(FILES ${CMAKE_BINARY_DIR}/install/EmberConfig.cmake
               ${CMAKE_BINARY_DIR}/install/EmberConfigVersion.cmake
         DESTINATION ${EMBER_INSTALL_CMAKEDIR})
+
+# ---- the Lua bridge (cmake/lua_host.cmake) ------------------------------------------------
+#   <prefix>/include/ember_lua.h, <prefix>/lib/libember_lua.so.X.Y.Z (+ links), libember_lua.a
+#   <prefix>/lib/pkgconfig/ember-lua.pc           Requires: ember luajit
+#   Ember::ember_lua in the CMake package above
+# The installed library finds the installed Lua package relative to itself, as the program
+# does; the full install paths are its fallback (a static bridge linked into a program
+# elsewhere).
+if(EMBER_LUA_BRIDGE)
+  ember_relative(EMBER_LIB_TO_LUA ${CMAKE_INSTALL_LIBDIR} ${EMBER_INSTALL_LUADIR})
+  ember_relative(EMBER_LIB_TO_DOCS ${CMAKE_INSTALL_LIBDIR} ${CMAKE_INSTALL_DOCDIR})
+  target_compile_definitions(ember_lua_objs PRIVATE
+    EMBER_LIB_TO_LUA="${EMBER_LIB_TO_LUA}" EMBER_LIB_TO_DOCS="${EMBER_LIB_TO_DOCS}"
+    EMBER_INSTALL_FULL_LUADIR="${CMAKE_INSTALL_PREFIX}/${EMBER_INSTALL_LUADIR}"
+    EMBER_INSTALL_FULL_DOCDIR="${CMAKE_INSTALL_FULL_DOCDIR}")
+  set_property(TARGET ember_lua PROPERTY INSTALL_RPATH "$ORIGIN" ${CMAKE_INSTALL_RPATH})
+  install(TARGETS ember_lua ember_lua_static
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES ${CMAKE_SOURCE_DIR}/runtime/include/ember_lua.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/install/ember-lua.pc.in
+                 ${CMAKE_BINARY_DIR}/install/ember-lua.pc.in @ONLY)
+  install(CODE "
+    set(EMBER_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${CMAKE_BINARY_DIR}/install/ember-lua.pc.in\"
+                   \"${CMAKE_BINARY_DIR}/install/ember-lua.pc\" @ONLY)")
+  install(FILES ${CMAKE_BINARY_DIR}/install/ember-lua.pc DESTINATION ${EMBER_INSTALL_PCDIR})
+endif()

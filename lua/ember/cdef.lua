@@ -370,10 +370,13 @@ em_tensor *em_nonzero(const em_tensor *x);       /* [count, ndim] int64 */
 em_tensor *em_cat(int n, em_tensor *const *tensors, int dim);
 em_tensor *em_stack(int n, em_tensor *const *tensors, int dim);
 em_tensor *em_flip(const em_tensor *x, int ndims, const int *dims);
+/* dims NULL: one shift of the flattened tensor, the shape kept (torch.roll without dims). */
 em_tensor *em_roll(const em_tensor *x, int ndims, const int64_t *shifts, const int *dims);
 em_tensor *em_repeat(const em_tensor *x, int ndim, const int64_t *repeats);
 em_tensor *em_tril(const em_tensor *x, int64_t diagonal);
 em_tensor *em_triu(const em_tensor *x, int64_t diagonal);
+/* em_sort, em_topk: values and indices are new references; either out-slot may be NULL when
+ * that result is not wanted. */
 int em_sort(const em_tensor *x, int dim, int descending, em_tensor **values,
             em_tensor **indices);
 em_tensor *em_argsort(const em_tensor *x, int dim, int descending);
@@ -412,7 +415,8 @@ int em_backward(em_tensor *t, const em_tensor *grad, int retain_graph, int creat
 int em_backward_many(int n, em_tensor *const *tensors, em_tensor *const *grads,
                      int retain_graph, int create_graph);
 /* Gradients of outputs with respect to inputs, returned in results (new references; NULL for
- * an input the outputs do not depend on when allow_unused, else an error). .grad is untouched. */
+ * an input the outputs do not depend on when allow_unused, else an error). .grad is untouched.
+ * grad_outputs (or an entry) may be NULL, as grads for em_backward_many. */
 int em_autograd_grad(int n_outputs, em_tensor *const *outputs, em_tensor *const *grad_outputs,
                      int n_inputs, em_tensor *const *inputs, em_tensor **results,
                      int retain_graph, int create_graph, int allow_unused);

@@ -30,7 +30,8 @@ DESTDIR=$stage cmake --install "$build" --prefix "$prefix" >"$build/install_stag
 for f in include/ember.h "$libdir/libember.a" bin/ember share/lua/5.1/ember/init.lua \
          share/lua/5.1/ember/installed.lua share/doc/ember/api/tensor.md \
          "$libdir/pkgconfig/ember.pc" "$libdir/cmake/Ember/EmberConfig.cmake" \
-         "$libdir/cmake/Ember/EmberConfigVersion.cmake"; do
+         "$libdir/cmake/Ember/EmberConfigVersion.cmake" include/ember_lua.h \
+         "$libdir/libember_lua.a" "$libdir/libember_lua.so" "$libdir/pkgconfig/ember-lua.pc"; do
   [ -e "$root/$f" ] || fail "$f is missing from the install"
 done
 
