@@ -10,10 +10,13 @@
 // one module serves every device). The grid's x strides over row groups past the device's
 // workgroup-count limit.
 //
-// Plain: x is float32, read as vec4 from element 4 * x_off. QUANT_DOT (Q8_0 and Q4_0): x comes
-// quantized per 32 (quant_act.comp: int8 codes packed 4 to a word, one float scale per 32), and a
-// unit's product is 8 packed 4x8-bit integer dot products (GL_EXT_integer_dot_product) times the
-// two scales, as the CPU kernel (quant_matmul.c) computes it.
+// Plain: x is float32, read as vec4 from element 4 * x_off. QUANT_DOT (Q8_0, Q4_0, Q4_K, Q6_K):
+// x comes quantized per 32 (quant_act.comp: int8 codes packed 4 to a word; per 32 its scale and
+// scale times its code sum), the unit's weight codes become signed bytes, and a unit's product
+// is 8 packed 4x8-bit integer dot products (GL_EXT_integer_dot_product) times the scales (two
+// halves for Q6_K's scale per 16; Q4_K's minimum times x's sum), as the CPU kernel
+// (quant_matmul.c) does for Q8_0 and Q4_0 and ggml for the K-quants. Reading int8 x instead of
+// float32 cuts the activation's cache traffic per weight byte fourfold.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 128) in;
@@ -27,7 +30,7 @@ layout(constant_id = 2) const uint SYMMETRIC = 0u;
 
 #ifdef QUANT_DOT
 layout(std430, set = 0, binding = 0) readonly buffer B0 { int xq[]; };    // [m][k / 4]
-layout(std430, set = 0, binding = 3) readonly buffer B3 { float xd[]; };  // [m][k / 32]
+layout(std430, set = 0, binding = 3) readonly buffer B3 { float xd[]; };  // [m][k / 32][2]
 #else
 layout(std430, set = 0, binding = 0) readonly buffer B0 { vec4 x4[]; };
 #endif
@@ -66,27 +69,56 @@ void main() {
       uint rb = p.w_off + row * p.row_bytes;
       for (uint u = lane; u < nu; u += LANES) {
 #ifdef QUANT_DOT
+        // the unit's 32 codes as signed bytes, 4 to a word, and how to scale the two halves'
+        // integer sums (d0, d1) and x's code sum (dm: Q4_K's minimum)
         int c[8];
-        float d;
-        if (FORMAT == 0u) {
+        float d0, d1, dm = 0.0;
+        if (FORMAT == 0u) {         // Q8_0
           uint base = rb + u * 34u;
-          d = q_half(base);
+          d0 = d1 = q_half(base);
           for (uint j = 0u; j < 8u; j++) c[j] = int(q_word(base + 2u + 4u * j));
-        } else {
+        } else if (FORMAT == 1u) {  // Q4_0: nibble - 8
           uint base = rb + u * 18u;
-          d = q_half(base);
+          d0 = d1 = q_half(base);
           for (uint j = 0u; j < 4u; j++) {
             uint wd = q_word(base + 2u + 4u * j);
             c[j] = q4_signed(wd & 0x0F0F0F0Fu);
             c[4u + j] = q4_signed((wd >> 4) & 0x0F0F0F0Fu);
           }
+        } else if (FORMAT == 3u) {  // Q4_K: d * s * nibble - dmin * m
+          uint sub = u & 7u, base = rb + (u >> 3) * 144u, sc = base + 4u;
+          uint s, mn;
+          if (sub < 4u) { s = q_byte(sc + sub) & 63u; mn = q_byte(sc + sub + 4u) & 63u; }
+          else {
+            s = (q_byte(sc + sub + 4u) & 15u) | ((q_byte(sc + sub - 4u) >> 6) << 4);
+            mn = (q_byte(sc + sub + 4u) >> 4) | ((q_byte(sc + sub) >> 6) << 4);
+          }
+          d0 = d1 = q_half(base) * float(s);
+          dm = q_half(base + 2u) * float(mn);
+          uint codes = base + 16u + 32u * (sub >> 1), sh = 4u * (sub & 1u);
+          for (uint j = 0u; j < 8u; j++) c[j] = int((q_word(codes + 4u * j) >> sh) & 0x0F0F0F0Fu);
+        } else {                    // Q6_K: d * scale * (6-bit code - 32), a scale per 16
+          uint sub = u & 7u, half_ = sub >> 2, qr = sub & 3u, base = rb + (u >> 3) * 210u;
+          uint ql = base + 64u * half_ + ((qr & 1u) == 1u ? 32u : 0u), qh = base + 128u + 32u * half_;
+          uint scb = base + 192u + 8u * half_ + 2u * qr;
+          float d = q_half(base + 208u);
+          d0 = d * float(int(q_byte(scb) << 24) >> 24);
+          d1 = d * float(int(q_byte(scb + 1u) << 24) >> 24);
+          for (uint j = 0u; j < 8u; j++) {
+            uint lo = (q_word(ql + 4u * j) >> (qr >= 2u ? 4u : 0u)) & 0x0F0F0F0Fu;
+            uint hi = (q_word(qh + 4u * j) >> (2u * qr)) & 0x03030303u;
+            uint t6 = (lo | (hi << 4)) ^ 0x20202020u;
+            c[j] = int(t6 | ((t6 & 0x20202020u) * 6u));
+          }
         }
         for (uint i = 0u; i < MAXM; i++) {
           if (i >= mc) break;
-          uint xb = (m0 + i) * (p.k / 4u) + u * 8u;
-          int s = 0;
-          for (uint j = 0u; j < 8u; j++) s = dotPacked4x8AccSatEXT(c[j], xq[xb + j], s);
-          acc[i] += float(s) * (d * xd[(m0 + i) * nu + u]);
+          uint xb = (m0 + i) * (p.k / 4u) + u * 8u, xs = 2u * ((m0 + i) * nu + u);
+          int s0 = 0, s1 = 0;
+          for (uint j = 0u; j < 4u; j++) s0 = dotPacked4x8AccSatEXT(c[j], xq[xb + j], s0);
+          for (uint j = 4u; j < 8u; j++) s1 = dotPacked4x8AccSatEXT(c[j], xq[xb + j], s1);
+          float part = xd[xs] * (d0 * float(s0) + d1 * float(s1));
+          acc[i] += FORMAT == 3u ? part - dm * xd[xs + 1u] : part;
         }
 #else
         float v[32];

@@ -5,7 +5,7 @@
 -- run from here when python3 can import torch).
 --   ember tests/gpu/quant.lua [device] [smoke]
 -- "smoke" runs small sizes and no PyTorch (to try the script on a CPU driver such as lavapipe).
--- Formats: QUANT_FORMATS (default "q8_0 q4_0 q4_k"). Q8_0 and Q4_0 are timed on both
+-- Formats: QUANT_FORMATS (default "q8_0 q4_0 q4_k"). Q8_0, Q4_0, Q4_K and Q6_K are timed on both
 -- matrix-vector kernels where the device has packed int8 dot products ("dot" and "plain",
 -- EMBER_VK_QUANT_DOT=1/0), else "plain" only.
 --
@@ -95,7 +95,8 @@ local function setenv(k, v)
 end
 local dot_env = os.getenv('EMBER_VK_QUANT_DOT')
 local function paths(fmt)
-  if fmt ~= 'q8_0' and fmt ~= 'q4_0' then return { 'plain' } end
+  local INT = { q8_0 = true, q4_0 = true, q4_k = true, q6_k = true }
+  if not INT[fmt] then return { 'plain' } end
   setenv('EMBER_VK_QUANT_DOT', '1')
   local ok = pcall(Q.linear, ember.zeros({ 1, 32 }):to(dev),
     Q.quantize(ember.zeros({ 1, 32 }), { format = fmt }):to(dev))

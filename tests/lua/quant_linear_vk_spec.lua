@@ -1,6 +1,6 @@
 -- quant_linear_vk_spec: ember.quant.linear with a QTensor on Vulkan (vk_quant_matmul.c: the
 -- matrix-vector kernel for m <= 8, the tiled one above, the packed-int8 dot-product kernel for
--- Q8_0/Q4_0 where the device has it) against the dequantize-then-dense product computed here in
+-- Q8_0/Q4_0/Q4_K/Q6_K where the device has it) against the dequantize-then-dense product computed here in
 -- float64 from the CPU's dequantized weight. Shapes: m = 1, 3 and 33, K of one block and of
 -- many, N not a multiple of the kernels' 4 and 64 rows, a large N; zero and outlier blocks.
 local VK = require('vk_helpers').open('vulkan quant linear')
@@ -60,7 +60,7 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     local f = c.format
     local name = f .. (c.group and (' group ' .. c.group) or '') .. (c.symmetric and ' symmetric' or '')
     local be = f:find('_k') and 256 or (c.group or 32)
-    local int8 = f == 'q8_0' or f == 'q4_0'  -- the integer path may take these
+    local int8 = f == 'q8_0' or f == 'q4_0' or f == 'q4_k' or f == 'q6_k'  -- the integer path may take these
     it(name .. ' matches the dequantized product (m = 1, 3, 33; K one block and many)', function()
       H.seed(7)
       -- many blocks, m = 3 (matrix-vector) and m = 33 (tiled), N = 70 (not a multiple of 4 or 64)
@@ -71,16 +71,23 @@ describe('vulkan quant.linear (' .. V .. ')', function()
       local q = Q.quantize(ember.tensor(wt), c)
       local g = q:to(V)
       local w = q:dequantize():totable()
-      for _, m in ipairs({ 3, 33 }) do
-        local x = rand_rows(m, k, 2)
-        for l = 1, k do x[2][l] = 0 end                     -- a zero activation row
-        check(run(q, g, x), x, w, int8 and m <= 8)
-      end
-      -- K of one block, m = 1, N = 1030 (many workgroups, a partial last one)
       local wt1 = rand_rows(1030, be, 1)
       local q1 = Q.quantize(ember.tensor(wt1), c)
-      local x1 = rand_rows(1, be, 3)
-      check(run(q1, q1:to(V), x1), x1, q1:dequantize():totable(), int8)
+      local g1, w1 = q1:to(V), q1:dequantize():totable()
+      -- the formats with an integer path: each shape through it (where the device has it) and
+      -- through the float kernel (EMBER_VK_QUANT_DOT=0)
+      for _, dot in ipairs(int8 and { '0', 'auto' } or { 'auto' }) do
+        VK.with_env('EMBER_VK_QUANT_DOT', dot, function()
+          for _, m in ipairs({ 3, 33 }) do
+            local x = rand_rows(m, k, 2)
+            for l = 1, k do x[2][l] = 0 end                 -- a zero activation row
+            check(run(q, g, x), x, w, dot ~= '0' and int8 and m <= 8)
+          end
+          -- K of one block, m = 1, N = 1030 (many workgroups, a partial last one)
+          local x1 = rand_rows(1, be, 3)
+          check(run(q1, g1, x1), x1, w1, dot ~= '0' and int8)
+        end)
+      end
     end)
   end
 
@@ -112,10 +119,10 @@ describe('vulkan quant.linear (' .. V .. ')', function()
 
   it('the integer-dot and plain matrix-vector kernels (EMBER_VK_QUANT_DOT)', function()
     H.seed(5)
-    local k = 32 * 8
+    local k = 256 * 2
     local wt = rand_rows(13, k, 2)
     local x = rand_rows(2, k, 2)
-    for _, f in ipairs({ 'q8_0', 'q4_0' }) do
+    for _, f in ipairs({ 'q8_0', 'q4_0', 'q4_k', 'q6_k' }) do
       local q = Q.quantize(ember.tensor(wt), { format = f })
       local g = q:to(V)
       local w = q:dequantize():totable()

@@ -9,7 +9,7 @@
  *           every activation row (kernels/quant_matvec.glsl);
  *   m > 8   quant_mm: a tiled product that dequantizes the weight's slice into shared memory as
  *           it stages it, float32 accumulation (kernels/quant_mm.comp).
- * For Q8_0 and Q4_0 at m <= 8, where the build has GL_EXT_integer_dot_product (EMBER_VK_GLSL_INT_DOT)
+ * For Q8_0, Q4_0, Q4_K and Q6_K at m <= 8, where the build has GL_EXT_integer_dot_product (EMBER_VK_GLSL_INT_DOT)
  * and the device enabled shaderIntegerDotProduct (em_vk_quant_setup), the activation rows are
  * first quantized to int8 per 32 (quant_act.comp) and the matrix-vector kernel multiplies packed
  * int8 codes (intdot/quant_matvec_dot.comp), as the CPU kernel does; its results then carry the
@@ -69,7 +69,9 @@ const void *em_vk_quant_setup(vk_device *D, vk_quant_setup *s, const void *chain
 static int use_dot(vk_device *D, int format, int64_t m) {
   const char *env = getenv("EMBER_VK_QUANT_DOT");
   bool off = env && strcmp(env, "0") == 0, force = env && strcmp(env, "1") == 0;
-  if (off || (format != EM_QUANT_Q8_0 && format != EM_QUANT_Q4_0) || m > MATVEC_ROWS) return 0;
+  bool fmt = format == EM_QUANT_Q8_0 || format == EM_QUANT_Q4_0 || format == EM_QUANT_Q4_K ||
+             format == EM_QUANT_Q6_K;
+  if (off || !fmt || m > MATVEC_ROWS) return 0;
   bool have = D->id >= 0 && D->id < EM_MAX_DEVICES && dot_enabled[D->id];
   if (have) return 1;
   if (!force) return 0;
@@ -88,15 +90,16 @@ static int fail_size(vk_device *D) {
                            "tensors of 2^32 or more elements or bytes", D->name);
 }
 
-/* x (rows of k floats, vec4-aligned) -> int8 codes [m, k / 4] words and scales [m, k / 32]. */
+/* x (rows of k floats, vec4-aligned) -> int8 codes [m, k / 4] words, and [m, k / 32, 2] floats:
+ * each 32 values' scale and scale times code sum. */
 static int quantize_act(vk_device *D, const em_tensor *x, int64_t m, int64_t k, em_tensor **xq,
                         em_tensor **xd) {
-  int64_t qs = m * (k / 4), ds = m * (k / 32);
+  int64_t qs = m * (k / 4), ds = m * (k / 32) * 2;
   *xq = em_empty(1, &qs, EM_INT32, x->device_id);
   *xd = *xq ? em_empty(1, &ds, EM_FLOAT32, x->device_id) : NULL;
   if (*xd == NULL) return -1;
   act_push p = {(uint32_t)m, (uint32_t)k, (uint32_t)(x->offset / 4)};
-  uint64_t groups = ((uint64_t)ds + 63) / 64;
+  uint64_t groups = ((uint64_t)(m * (k / 32)) + 63) / 64;
   if (groups > D->props.limits.maxComputeWorkGroupCount[0]) return fail_size(D);
   vk_launch L = {
       .module = "quant_act",
