@@ -17,11 +17,12 @@
 --   PASS|FAIL <what>: ...
 --   ember copy <GB/s> GB/s (read plus write)
 --   ember quant <fmt> <path> m=1 <us> us <GB/s> GB/s weight read, <ratio> of copy (goal >= 0.7); wall ...
---   ember quant <fmt> tiled m=64 <ms> ms <TFLOP/s> TFLOP/s; wall ...
+--   ember quant <fmt> tile|auto m=64 <ms> ms <TFLOP/s> TFLOP/s; wall ...   (tile: the float32
+--     kernel; auto: tensor cores where the device has them)
 -- The first figures are GPU time (Vulkan timestamps of the quantized kernels, best of 3 runs),
 -- the "wall" ones host time around a synchronized batch of products.
 --   torch ...                                      (from torch_quant.py)
---   ratio <fmt> m=64 <ember/torch fp16>
+--   ratio <fmt> tile|auto m=64 <ember/torch fp16>
 local ffi = require 'ffi'
 pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
 local Q = ember.quant
@@ -98,12 +99,19 @@ local function paths(fmt)
   local INT = { q8_0 = true, q4_0 = true, q4_k = true, q6_k = true }
   if not INT[fmt] then return { 'plain' } end
   setenv('EMBER_VK_QUANT_DOT', '1')
-  local ok = pcall(Q.linear, ember.zeros({ 1, 32 }):to(dev),
-    Q.quantize(ember.zeros({ 1, 32 }), { format = fmt }):to(dev))
+  local ok = pcall(Q.linear, ember.zeros({ 1, 256 }):to(dev),
+    Q.quantize(ember.zeros({ 1, 256 }), { format = fmt }):to(dev))
   setenv('EMBER_VK_QUANT_DOT', dot_env)
   return ok and { 'dot', 'plain' } or { 'plain' }
 end
 local function set_path(p) setenv('EMBER_VK_QUANT_DOT', p == 'dot' and '1' or '0') end
+-- the batched kernels: "tile" the float32 one (EMBER_VK_QUANT_COOP=0), "auto" the default
+-- (float16 tensor cores where the device runs its float16 matmul there; else the same kernel)
+local BATCH_PATHS = { 'tile', 'auto' }
+local coop_env = os.getenv('EMBER_VK_QUANT_COOP')
+local function set_batch(p) setenv('EMBER_VK_QUANT_COOP', p == 'tile' and '0' or coop_env) end
+ember.zeros(1):to(dev)
+print('tensor cores: ' .. tostring(ember.device(dev):info().tensor_cores))
 
 ember.manual_seed(1)
 local results = {}
@@ -115,11 +123,17 @@ for _, fmt in ipairs(formats) do
   local fpaths = paths(fmt)
   for _, p in ipairs(fpaths) do
     set_path(p)
-    for _, m in ipairs({ 1, 3, B }) do
+    for _, m in ipairs({ 1, 3 }) do
       local x = ember.rand(m, K) * 2 - 1
       check(('%s %s m=%d n=%d k=%d'):format(fmt, p, m, N, K), Q.linear(x:to(dev), g), x, wd)
     end
   end
+  for _, bp in ipairs(BATCH_PATHS) do
+    set_batch(bp)
+    local x = ember.rand(B, K) * 2 - 1
+    check(('%s %s m=%d n=%d k=%d'):format(fmt, bp, B, N, K), Q.linear(x:to(dev), g), x, wd)
+  end
+  set_batch('auto')
   -- distinct copies of the weight, 256 MB in all (smoke: 2), so that products read memory
   local copies = { g }
   local want = smoke and 2 or math.max(2, math.ceil(256e6 / q:nbytes()))
@@ -137,12 +151,16 @@ for _, fmt in ipairs(formats) do
       .. 'wall %.1f us %.1f GB/s'):format(fmt, p, gs * 1e6, gbw / 1e9, gbw / copy_bw, s * 1e6, bw / 1e9))
   end
   set_path('plain')
-  local s = time(over_copies(xb), 5) / #copies
-  local gs = gpu_time(over_copies(xb), #copies)
-  local tf = 2 * B * N * K / gs / 1e12
-  results[fmt .. ' m=' .. B] = tf
-  print(('ember quant %s tiled m=%d %.3f ms %.2f TFLOP/s; wall %.3f ms %.2f TFLOP/s'):format(fmt, B,
-    gs * 1e3, tf, s * 1e3, 2 * B * N * K / s / 1e12))
+  for _, bp in ipairs(BATCH_PATHS) do
+    set_batch(bp)
+    local s = time(over_copies(xb), 5) / #copies
+    local gs = gpu_time(over_copies(xb), #copies)
+    local tf = 2 * B * N * K / gs / 1e12
+    results[fmt .. ' ' .. bp .. ' m=' .. B] = tf
+    print(('ember quant %s %s m=%d %.3f ms %.2f TFLOP/s; wall %.3f ms %.2f TFLOP/s'):format(fmt, bp, B,
+      gs * 1e3, tf, s * 1e3, 2 * B * N * K / s / 1e12))
+  end
+  set_batch('auto')
   copies, g, q = nil, nil, nil
   collectgarbage()
 end
@@ -156,7 +174,9 @@ p:close()
 io.write(out)
 local ref = tonumber(out:match('torch matmul float16 m=' .. B .. ' %S+ ms (%S+) TFLOP/s'))
 for _, fmt in ipairs(formats) do
-  local tf = results[fmt .. ' m=' .. B]
-  if ref and tf then print(('ratio %s m=%d %.3f of torch fp16 dense'):format(fmt, B, tf / ref)) end
+  for _, bp in ipairs(BATCH_PATHS) do
+    local tf = results[fmt .. ' ' .. bp .. ' m=' .. B]
+    if ref and tf then print(('ratio %s %s m=%d %.3f of torch fp16 dense'):format(fmt, bp, B, tf / ref)) end
+  end
 end
 os.exit(failed == 0 and 0 or 1)

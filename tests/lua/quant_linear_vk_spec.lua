@@ -18,8 +18,9 @@ local function rand_rows(rows, cols, scale)
 end
 
 -- Checks got [m, n] against x W^T in float64. The bound per output: float32 rounding of the
--- sum (plain kernels), plus, for the integer path, x's int8 rounding (half a step of each
--- 32-block's amax / 127 times that block's sum of |W|).
+-- sum (plain kernels), plus, for the integer path (int8 true), x's int8 rounding (half a step
+-- of each 32-block's amax / 127 times that block's sum of |W|), or for the tensor-core path
+-- (int8 'f16') x and W rounded to float16 (2^-11 of each product, twice).
 local function check(got, x, w, int8)
   local m, k, n = #x, #x[1], #w
   for i = 1, m do
@@ -36,7 +37,7 @@ local function check(got, x, w, int8)
         end
         q8 = q8 + amax / 127 * 0.5 * wsum * 1.0001
       end
-      local tol = 2e-6 * mag + (int8 and q8 or 0) + 1e-30
+      local tol = 2e-6 * mag + (int8 == 'f16' and 1.2e-3 * mag + 1e-6 or int8 and q8 or 0) + 1e-30
       local g = got[i][j]
       if not (math.abs(g - ref) <= tol) then
         error(('out[%d][%d] = %.9g, expected %.9g (within %.3g)'):format(i, j, g, ref, tol), 2)
@@ -78,11 +79,15 @@ describe('vulkan quant.linear (' .. V .. ')', function()
       -- through the float kernel (EMBER_VK_QUANT_DOT=0)
       for _, dot in ipairs(int8 and { '0', 'auto' } or { 'auto' }) do
         VK.with_env('EMBER_VK_QUANT_DOT', dot, function()
-          for _, m in ipairs({ 3, 33 }) do
-            local x = rand_rows(m, k, 2)
-            for l = 1, k do x[2][l] = 0 end                 -- a zero activation row
-            check(run(q, g, x), x, w, dot ~= '0' and int8 and m <= 8)
-          end
+          local x = rand_rows(3, k, 2)
+          for l = 1, k do x[2][l] = 0 end                   -- a zero activation row
+          check(run(q, g, x), x, w, dot ~= '0' and int8)
+          -- m = 33: the float32 tile kernel, and the default (tensor cores where the device
+          -- has them: float16 operands)
+          local x33 = rand_rows(33, k, 2)
+          for l = 1, k do x33[2][l] = 0 end
+          VK.with_env('EMBER_VK_QUANT_COOP', '0', function() check(run(q, g, x33), x33, w, false) end)
+          if dot ~= '0' then check(run(q, g, x33), x33, w, 'f16') end
           -- K of one block, m = 1, N = 1030 (many workgroups, a partial last one)
           local x1 = rand_rows(1, be, 3)
           check(run(q1, g1, x1), x1, w1, dot ~= '0' and int8)

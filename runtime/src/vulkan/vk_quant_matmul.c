@@ -8,7 +8,10 @@
  *           few weight rows (coalesced, 32 lanes per row) and applies each decoded weight to
  *           every activation row (kernels/quant_matvec.glsl);
  *   m > 8   quant_mm: a tiled product that dequantizes the weight's slice into shared memory as
- *           it stages it, float32 accumulation (kernels/quant_mm.comp).
+ *           it stages it, float32 accumulation (kernels/quant_mm.comp); on a device whose
+ *           float16 matmul runs on tensor cores, quant_mm_coop (kernels/coopmat/): the same
+ *           staging in float16, products on subgroup-scope cooperative matrices, float32
+ *           accumulation; EMBER_VK_QUANT_COOP=0 keeps quant_mm there.
  * For Q8_0, Q4_0, Q4_K and Q6_K at m <= 8, where the build has GL_EXT_integer_dot_product (EMBER_VK_GLSL_INT_DOT)
  * and the device enabled shaderIntegerDotProduct (em_vk_quant_setup), the activation rows are
  * first quantized to int8 per 32 (quant_act.comp) and the matrix-vector kernel multiplies packed
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "vk.h"
+#include "vk_matmul.h"
 #include "vk_quant.h"
 #include "../quant/quant.h"
 
@@ -113,6 +117,23 @@ static int quantize_act(vk_device *D, const em_tensor *x, int64_t m, int64_t k, 
   return em_vk_launch_locked(&L);
 }
 
+/* The batched kernel: on tensor cores where the float16 matmul runs on subgroup-scope
+ * cooperative matrices (vk_matmul_coop.c decides, EMBER_VK_COOPMAT honoured) unless
+ * EMBER_VK_QUANT_COOP=0 (read on every call), else the float32 tile kernel. */
+static const char *mm_module(vk_device *D) {
+  const char *env = getenv("EMBER_VK_QUANT_COOP");
+  if (env && strcmp(env, "0") == 0) return "quant_mm";
+  switch (em_vk_coop_subgroup_flavor(D)) {
+#ifdef EMBER_VK_COOPMAT_KHR
+  case 2: return "quant_mm_coop_KHR";
+#endif
+#ifdef EMBER_VK_COOPMAT_NV
+  case 1: return "quant_mm_coop_NV";
+#endif
+  default: return "quant_mm";
+  }
+}
+
 static int launch(vk_device *D, const em_tensor *x, const em_tensor *blocks, int format,
                   int64_t group, int symmetric, em_tensor *out, int64_t row_bytes) {
   int64_t m = x->sizes[0], k = x->sizes[1], n = out->sizes[1];
@@ -126,7 +147,7 @@ static int launch(vk_device *D, const em_tensor *x, const em_tensor *blocks, int
   if (m > MATVEC_ROWS) {
     uint64_t gx = ((uint64_t)n + MM_TILE - 1) / MM_TILE, gy = ((uint64_t)m + MM_TILE - 1) / MM_TILE;
     if (gx > max_x || gy > D->props.limits.maxComputeWorkGroupCount[1]) return fail_size(D);
-    vk_launch L = {.module = "quant_mm", .push = &p, .push_size = sizeof p,
+    vk_launch L = {.module = mm_module(D), .push = &p, .push_size = sizeof p,
                    .spec = {spec[0], spec[1], spec[2], spec[3]}, .ops = {x, blocks, out},
                    .writes = 4u, .groups = {(uint32_t)gx, (uint32_t)gy, 1}};
     return em_vk_launch_locked(&L);
