@@ -153,6 +153,21 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     end
   end)
 
+  it('the matrix-vector kernel loops over weight rows past its grid (EMBER_VK_TEST=small-grid)', function()
+    local out, err, rc = H.child(([[
+      local ember = require 'ember'
+      local Q = ember.quant
+      ember.manual_seed(2)
+      local q = Q.quantize(ember.rand(37, 64) - 0.5, { format = 'q4_1' })
+      local x = ember.rand(2, 64) - 0.5
+      local got = Q.linear(x:to(%q), q:to(%q)):cpu():double()
+      local want = x:double():matmul(q:dequantize():double():t())
+      print((got - want):abs():max():item() < 1e-5)
+    ]]):format(V, V), 'EMBER_VK_TEST=small-grid')
+    assert.are.equal(0, rc, err)
+    assert.are.equal('true\n', out)
+  end)
+
   it('refuses mismatched devices and shapes with the function named', function()
     local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
     local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }), g)

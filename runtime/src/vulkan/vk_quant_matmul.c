@@ -153,6 +153,7 @@ static int launch(vk_device *D, const em_tensor *x, const em_tensor *blocks, int
     return em_vk_launch_locked(&L);
   }
   uint64_t gx = ((uint64_t)n + MATVEC_RPW - 1) / MATVEC_RPW; /* the kernel strides past max_x */
+  if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_x = 2; /* exercises that loop */
   vk_launch L = {.module = "quant_matvec", .push = &p, .push_size = sizeof p,
                  .spec = {spec[0], spec[1], spec[2], spec[3]}, .ops = {x, blocks, out},
                  .writes = 4u, .groups = {(uint32_t)(gx < max_x ? gx : max_x), 1, 1}};
