@@ -29,7 +29,7 @@ layout(constant_id = 1) const uint GROUP = 32u;
 layout(constant_id = 2) const uint SYMMETRIC = 0u;
 
 #ifdef QUANT_DOT
-layout(std430, set = 0, binding = 0) readonly buffer B0 { int xq[]; };    // [m][k / 4]
+layout(std430, set = 0, binding = 0) readonly buffer B0 { ivec4 xq[]; };  // [m][k / 16]
 layout(std430, set = 0, binding = 3) readonly buffer B3 { float xd[]; };  // [m][k / 32][2]
 #else
 layout(std430, set = 0, binding = 0) readonly buffer B0 { vec4 x4[]; };
@@ -73,17 +73,30 @@ void main() {
         // integer sums (d0, d1) and x's code sum (dm: Q4_K's minimum)
         int c[8];
         float d0, d1, dm = 0.0;
-        if (FORMAT == 0u) {         // Q8_0
-          uint base = rb + u * 34u;
-          d0 = d1 = q_half(base);
-          for (uint j = 0u; j < 8u; j++) c[j] = int(q_word(base + 2u + 4u * j));
-        } else if (FORMAT == 1u) {  // Q4_0: nibble - 8
-          uint base = rb + u * 18u;
-          d0 = d1 = q_half(base);
-          for (uint j = 0u; j < 4u; j++) {
-            uint wd = q_word(base + 2u + 4u * j);
-            c[j] = q4_signed(wd & 0x0F0F0F0Fu);
-            c[4u + j] = q4_signed((wd >> 4) & 0x0F0F0F0Fu);
+        if (FORMAT == 0u || FORMAT == 1u) {  // Q8_0; Q4_0: nibble - 8
+          uint base = rb + u * (FORMAT == 0u ? 34u : 18u), nw = FORMAT == 0u ? 8u : 4u;
+          uint cw[8];
+          if ((base & 1u) == 0u) {
+            // the block is 2-aligned: its 9 (5) covering words, each read once
+            uint a = base >> 2, w0 = qw.w[a];
+            bool odd = (base & 2u) != 0u;
+            d0 = d1 = q_half_bits(odd ? w0 >> 16 : w0 & 0xFFFFu);
+            for (uint j = 0u; j < nw; j++) {
+              uint w1 = qw.w[a + 1u + j];
+              cw[j] = odd ? w1 : (w0 >> 16) | (w1 << 16);
+              w0 = w1;
+            }
+          } else {
+            d0 = d1 = q_half(base);
+            for (uint j = 0u; j < nw; j++) cw[j] = q_word(base + 2u + 4u * j);
+          }
+          if (FORMAT == 0u) {
+            for (uint j = 0u; j < 8u; j++) c[j] = int(cw[j]);
+          } else {
+            for (uint j = 0u; j < 4u; j++) {
+              c[j] = q4_signed(cw[j] & 0x0F0F0F0Fu);
+              c[4u + j] = q4_signed((cw[j] >> 4) & 0x0F0F0F0Fu);
+            }
           }
         } else if (FORMAT == 3u) {  // Q4_K: d * s * nibble - dmin * m
           uint sub = u & 7u, base = rb + (u >> 3) * 144u, sc = base + 4u;
@@ -113,10 +126,13 @@ void main() {
         }
         for (uint i = 0u; i < MAXM; i++) {
           if (i >= mc) break;
-          uint xb = (m0 + i) * (p.k / 4u) + u * 8u, xs = 2u * ((m0 + i) * nu + u);
+          // x's 32 codes in two 128-bit loads: lanes read 32 bytes apart, so wider loads mean
+          // fewer cache transactions per byte
+          uint xb = (m0 + i) * (p.k / 16u) + u * 2u, xs = 2u * ((m0 + i) * nu + u);
+          ivec4 xa = xq[xb], xc = xq[xb + 1u];
           int s0 = 0, s1 = 0;
-          for (uint j = 0u; j < 4u; j++) s0 = dotPacked4x8AccSatEXT(c[j], xq[xb + j], s0);
-          for (uint j = 4u; j < 8u; j++) s1 = dotPacked4x8AccSatEXT(c[j], xq[xb + j], s1);
+          for (uint j = 0u; j < 4u; j++) s0 = dotPacked4x8AccSatEXT(c[j], xa[j], s0);
+          for (uint j = 0u; j < 4u; j++) s1 = dotPacked4x8AccSatEXT(c[4u + j], xc[j], s1);
           float part = xd[xs] * (d0 * float(s0) + d1 * float(s1));
           acc[i] += FORMAT == 3u ? part - dm * xd[xs + 1u] : part;
         }

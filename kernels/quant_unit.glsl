@@ -21,11 +21,11 @@ uint q_word(uint i) {
   return sh == 0u ? lo : (lo >> sh) | (qw.w[a + 1u] << (32u - sh));
 }
 // A NaN scale decodes to the one quiet NaN, as on the CPU.
-float q_half(uint i) {
-  uint h = q_byte(i) | (q_byte(i + 1u) << 8);
+float q_half_bits(uint h) {
   if ((h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0u) return uintBitsToFloat(0x7FC00000u);
   return unpackHalf2x16(h).x;
 }
+float q_half(uint i) { return q_half_bits(q_byte(i) | (q_byte(i + 1u) << 8)); }
 uint q_nibble(uint word, uint b, bool high) { return (word >> (8u * b + (high ? 4u : 0u))) & 15u; }
 
 // The 32 weights of unit u of the row whose blocks start at byte rb.

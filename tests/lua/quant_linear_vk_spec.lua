@@ -153,6 +153,24 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     end
   end)
 
+  it('blocks starting at an odd byte of their storage (the word-wise reads)', function()
+    H.seed(6)
+    for _, f in ipairs({ 'q8_0', 'q4_0', 'q4_k' }) do
+      local q = Q.quantize(ember.tensor(rand_rows(5, 256, 2)), { format = f })
+      local flat = q.blocks:contiguous():view(-1)
+      local n = flat:size(1)
+      local pad = ember.zeros({ n + 3 }, { dtype = 'uint8' })
+      pad:narrow(1, 2, n):copy_(flat)
+      local r = Q.from_blocks(pad:to(V):narrow(1, 2, n), { format = f, shape = { 5, 256 } })
+      local x = rand_rows(2, 256, 2)
+      for _, dot in ipairs({ '0', 'auto' }) do
+        VK.with_env('EMBER_VK_QUANT_DOT', dot, function()
+          check(run(q, r, x), x, q:dequantize():totable(), dot ~= '0')
+        end)
+      end
+    end
+  end)
+
   it('the matrix-vector kernel loops over weight rows past its grid (EMBER_VK_TEST=small-grid)', function()
     local out, err, rc = H.child(([[
       local ember = require 'ember'
