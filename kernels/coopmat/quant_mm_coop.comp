@@ -6,10 +6,10 @@
 // COOPMAT_KHR / COOPMAT_NV, as matmul_coop.comp).
 //
 // A workgroup of 4 subgroups (32 wide) computes a 64 x 64 tile of out, each subgroup 32 x 32 as
-// 2 x 2 matrices of 16 x 16, walking K one unit (32 weights) at a time: the x slice [64 x 32] is
-// rounded to float16 into shared memory (row-major), the weight slice decoded by 64 invocations
-// (one weight row's unit each) and rounded to float16 into shared memory as B column-major
-// ([n][k]), rows padded by 8 halves. Then two 16-deep steps of MMA. The results go through a
+// 2 x 2 matrices of 16 x 16, walking K two units (64 weights) at a time: the x slice [64 x 64]
+// is rounded to float16 into shared memory (row-major), the weight slice decoded by all 128
+// invocations (one weight row's unit each) and rounded to float16 into shared memory as B
+// column-major ([n][k]), rows padded by 8 halves. Then four 16-deep steps of MMA. The results go through a
 // per-subgroup float scratch in shared memory, where the bounds of m and n are applied.
 // Rounding x and the decoded weights to float16 costs about 2^-11 of each product, below a
 // 4- or 8-bit weight's own rounding; EMBER_VK_QUANT_COOP=0 keeps the float32 tile kernel.
@@ -59,7 +59,8 @@ layout(push_constant) uniform Params {
 #include "quant_unit.glsl"
 
 #define BT 64u
-#define LD 40u                    // 32 halves of K plus 8 of padding
+#define BK 64u                    // two units of K per step: every invocation decodes one
+#define LD 72u                    // 64 halves of K plus 8 of padding
 shared float16_t xs[BT * LD];     // [m][k]
 shared float16_t ws[BT * LD];     // [n][k]: B (k x n) column-major
 shared float cs[4u * 256u];       // a 16 x 16 float scratch per subgroup
@@ -71,20 +72,23 @@ void main() {
   MAT_C acc[2][2];
   for (uint i = 0u; i < 2u; i++)
     for (uint j = 0u; j < 2u; j++) acc[i][j] = MAT_C(0.0);
-  for (uint u = 0u; u < nu; u++) {
-    // x: invocation t stages 16 values of row t / 2
-    uint r = t >> 1, c0 = (t & 1u) * 16u, gr = mb + r;
-    for (uint j = 0u; j < 16u; j++)
-      xs[r * LD + c0 + j] = float16_t(gr < p.m ? x[p.x_off + gr * p.k + u * 32u + c0 + j] : 0.0);
-    if (t < BT) {
+  for (uint u0 = 0u; u0 < nu; u0 += 2u) {
+    // x: invocation t stages 32 values of row t / 2 (zeros past K: an odd count of units)
+    uint r = t >> 1, c0 = (t & 1u) * 32u, gr = mb + r;
+    for (uint j = 0u; j < 32u; j++) {
+      uint kx = u0 * 32u + c0 + j;
+      xs[r * LD + c0 + j] = float16_t(gr < p.m && kx < p.k ? x[p.x_off + gr * p.k + kx] : 0.0);
+    }
+    // the weight: invocation t decodes unit u0 + t / 64 of row n0 + t % 64
+    {
       float v[32];
-      uint gn = n0 + t;
-      if (gn < p.n) q_unit(p.w_off + gn * p.row_bytes, u, v);
+      uint row = t % BT, u = u0 + t / BT, gn = n0 + row;
+      if (gn < p.n && u < nu) q_unit(p.w_off + gn * p.row_bytes, u, v);
       else for (uint j = 0u; j < 32u; j++) v[j] = 0.0;
-      for (uint j = 0u; j < 32u; j++) ws[t * LD + j] = float16_t(v[j]);
+      for (uint j = 0u; j < 32u; j++) ws[row * LD + (t / BT) * 32u + j] = float16_t(v[j]);
     }
     barrier();
-    for (uint kk = 0u; kk < 32u; kk += 16u) {
+    for (uint kk = 0u; kk < BK; kk += 16u) {
       MAT_A a[2];
       MAT_B b[2];
       for (uint i = 0u; i < 2u; i++) LOAD_ROW(a[i], xs, (wm * 32u + i * 16u) * LD + kk, LD);
