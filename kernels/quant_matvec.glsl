@@ -35,6 +35,9 @@ layout(std430, set = 0, binding = 3) readonly buffer B3 { float xd[]; };  // [m]
 layout(std430, set = 0, binding = 0) readonly buffer B0 { vec4 x4[]; };
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer B1 { uint w[]; } qw;
+#ifdef QUANT_DOT
+layout(std430, set = 0, binding = 1) readonly buffer B1V { uvec4 w4[]; } qw4;  // the same bytes
+#endif
 layout(std430, set = 0, binding = 2) writeonly buffer B2 { float o[]; };
 
 layout(push_constant) uniform Params {
@@ -100,16 +103,35 @@ void main() {
           }
         } else if (FORMAT == 3u) {  // Q4_K: d * s * nibble - dmin * m
           uint sub = u & 7u, base = rb + (u >> 3) * 144u, sc = base + 4u;
-          uint s, mn;
-          if (sub < 4u) { s = q_byte(sc + sub) & 63u; mn = q_byte(sc + sub + 4u) & 63u; }
-          else {
-            s = (q_byte(sc + sub + 4u) & 15u) | ((q_byte(sc + sub - 4u) >> 6) << 4);
-            mn = (q_byte(sc + sub + 4u) >> 4) | ((q_byte(sc + sub) >> 6) << 4);
-          }
-          d0 = d1 = q_half(base) * float(s);
-          dm = q_half(base + 2u) * float(mn);
           uint codes = base + 16u + 32u * (sub >> 1), sh = 4u * (sub & 1u);
-          for (uint j = 0u; j < 8u; j++) c[j] = int((q_word(codes + 4u * j) >> sh) & 0x0F0F0F0Fu);
+          uint s, mn;
+          if ((rb & 15u) == 0u) {
+            // 16-aligned super-blocks (the usual case): the header and the unit's 32 code bytes
+            // in three 128-bit loads
+            uvec4 h = qw4.w4[base >> 4], c0 = qw4.w4[codes >> 4], c1 = qw4.w4[(codes >> 4) + 1u];
+            uint hb[16];
+            for (uint j = 0u; j < 16u; j++) hb[j] = (h[j >> 2] >> (8u * (j & 3u))) & 0xFFu;
+            if (sub < 4u) { s = hb[4u + sub] & 63u; mn = hb[8u + sub] & 63u; }
+            else {
+              s = (hb[8u + sub] & 15u) | ((hb[sub] >> 6) << 4);
+              mn = (hb[8u + sub] >> 4) | ((hb[4u + sub] >> 6) << 4);
+            }
+            d0 = d1 = q_half_bits(h.x & 0xFFFFu) * float(s);
+            dm = q_half_bits(h.x >> 16) * float(mn);
+            for (uint j = 0u; j < 4u; j++) {
+              c[j] = int((c0[j] >> sh) & 0x0F0F0F0Fu);
+              c[4u + j] = int((c1[j] >> sh) & 0x0F0F0F0Fu);
+            }
+          } else {
+            if (sub < 4u) { s = q_byte(sc + sub) & 63u; mn = q_byte(sc + sub + 4u) & 63u; }
+            else {
+              s = (q_byte(sc + sub + 4u) & 15u) | ((q_byte(sc + sub - 4u) >> 6) << 4);
+              mn = (q_byte(sc + sub + 4u) >> 4) | ((q_byte(sc + sub) >> 6) << 4);
+            }
+            d0 = d1 = q_half(base) * float(s);
+            dm = q_half(base + 2u) * float(mn);
+            for (uint j = 0u; j < 8u; j++) c[j] = int((q_word(codes + 4u * j) >> sh) & 0x0F0F0F0Fu);
+          }
         } else {                    // Q6_K: d * scale * (6-bit code - 32), a scale per 16
           uint sub = u & 7u, half_ = sub >> 2, qr = sub & 3u, base = rb + (u >> 3) * 210u;
           uint ql = base + 64u * half_ + ((qr & 1u) == 1u ? 32u : 0u), qh = base + 128u + 32u * half_;
