@@ -70,8 +70,8 @@ void main() {
     for (uint i = 0u; i < MAXM; i++) acc[i] = 0.0;
     if (row < p.n) {
       uint rb = p.w_off + row * p.row_bytes;
-      for (uint u = lane; u < nu; u += LANES) {
 #ifdef QUANT_DOT
+      for (uint u = lane; u < nu; u += LANES) {
         // the unit's 32 codes as signed bytes, 4 to a word, and how to scale the two halves'
         // integer sums (d0, d1) and x's code sum (dm: Q4_K's minimum)
         int c[8];
@@ -158,19 +158,22 @@ void main() {
           float part = xd[xs] * (d0 * float(s0) + d1 * float(s1));
           acc[i] += FORMAT == 3u ? part - dm * xd[xs + 1u] : part;
         }
+      }
 #else
-        float v[32];
-        q_unit(rb, u, v);
+      // float32 x: 4 invocations per unit, 8 weights each, so that a row's 32 lanes read 1 KB
+      // of x contiguously (a lane per unit would read 128 bytes apart: 4 times the cache
+      // transactions)
+      for (uint u = lane >> 2; u < nu; u += LANES / 4u) {
+        float v[8];
+        uint part = lane & 3u;
+        q_part(rb, u, part, v);
         for (uint i = 0u; i < MAXM; i++) {
           if (i >= mc) break;
-          uint xb = p.x_off + (m0 + i) * (p.k / 4u) + u * 8u;
-          float s = 0.0;
-          for (uint j = 0u; j < 8u; j++)
-            s += dot(vec4(v[4u * j], v[4u * j + 1u], v[4u * j + 2u], v[4u * j + 3u]), x4[xb + j]);
-          acc[i] += s;
+          uint xb = p.x_off + (m0 + i) * (p.k / 4u) + u * 8u + part * 2u;
+          acc[i] += dot(vec4(v[0], v[1], v[2], v[3]), x4[xb]) + dot(vec4(v[4], v[5], v[6], v[7]), x4[xb + 1u]);
         }
-#endif
       }
+#endif
     }
     for (uint i = 0u; i < MAXM; i++) red[i * 128u + t] = acc[i];
     barrier();

@@ -110,3 +110,86 @@ void q_unit(uint rb, uint u, out float v[32]) {
     }
   }
 }
+
+// Weights 8 * part .. 8 * part + 7 (part 0..3) of unit u of the row at byte rb, decoded as
+// q_unit decodes them (the same operations, so the same values). The matrix-vector kernel
+// spreads a unit over 4 invocations with it, so that neighbouring invocations read neighbouring
+// activations.
+void q_part(uint rb, uint u, uint part, out float v[8]) {
+  if (FORMAT == 0u) {
+    uint base = rb + u * 34u;
+    float d = q_half(base);
+    for (uint i = 0u; i < 2u; i++) {
+      uint c = q_word(base + 2u + 8u * part + 4u * i);
+      for (uint b = 0u; b < 4u; b++) v[4u * i + b] = float(int(c << (24u - 8u * b)) >> 24) * d;
+    }
+  } else if (FORMAT == 1u || FORMAT == 2u) {
+    uint base = rb + u * (FORMAT == 1u ? 18u : 20u), head = FORMAT == 1u ? 2u : 4u;
+    float d = q_half(base), m = FORMAT == 2u ? q_half(base + 2u) : 0.0;
+    for (uint i = 0u; i < 2u; i++) {
+      uint c = q_word(base + head + 8u * (part & 1u) + 4u * i);
+      for (uint b = 0u; b < 4u; b++) {
+        uint q = q_nibble(c, b, part >= 2u);
+        if (FORMAT == 1u) v[4u * i + b] = float(int(q) - 8) * d;
+        else {
+          precise float a = float(q) * d;
+          v[4u * i + b] = a + m;
+        }
+      }
+    }
+  } else if (FORMAT == 3u) {
+    uint sub = u & 7u, base = rb + (u >> 3) * 144u, sc = base + 4u;
+    uint s, mn;
+    if (sub < 4u) { s = q_byte(sc + sub) & 63u; mn = q_byte(sc + sub + 4u) & 63u; }
+    else {
+      s = (q_byte(sc + sub + 4u) & 15u) | ((q_byte(sc + sub - 4u) >> 6) << 4);
+      mn = (q_byte(sc + sub + 4u) >> 4) | ((q_byte(sc + sub) >> 6) << 4);
+    }
+    precise float d1 = q_half(base) * float(s);
+    precise float m1 = q_half(base + 2u) * float(mn);
+    uint codes = base + 16u + 32u * (sub >> 1) + 8u * part;
+    for (uint i = 0u; i < 2u; i++) {
+      uint c = q_word(codes + 4u * i);
+      for (uint b = 0u; b < 4u; b++) {
+        precise float prod = d1 * float(q_nibble(c, b, (sub & 1u) == 1u));
+        v[4u * i + b] = prod - m1;
+      }
+    }
+  } else if (FORMAT == 4u) {
+    uint sub = u & 7u, half_ = sub >> 2, qr = sub & 3u, base = rb + (u >> 3) * 210u;
+    uint ql = base + 64u * half_ + ((qr & 1u) == 1u ? 32u : 0u) + 8u * part;
+    uint qh = base + 128u + 32u * half_ + 8u * part;
+    uint scb = base + 192u + 8u * half_ + 2u * qr + (part >> 1);
+    precise float ds = q_half(base + 208u) * float(int(q_byte(scb) << 24) >> 24);
+    for (uint i = 0u; i < 2u; i++) {
+      uint a = q_word(ql + 4u * i), h = q_word(qh + 4u * i);
+      for (uint b = 0u; b < 4u; b++) {
+        uint low = q_nibble(a, b, qr >= 2u), hi = (h >> (8u * b + 2u * qr)) & 3u;
+        v[4u * i + b] = ds * float(int(low | (hi << 4)) - 32);
+      }
+    }
+  } else {
+    bool eight = FORMAT == 5u;
+    uint head = SYMMETRIC == 1u ? 2u : 4u, gb = head + (eight ? GROUP : GROUP / 2u);
+    uint e0 = u * 32u, base = rb + (e0 / GROUP) * gb, j0 = e0 % GROUP + 8u * part;
+    float scale = q_half(base), mn = SYMMETRIC == 1u ? 0.0 : q_half(base + 2u);
+    int zero = SYMMETRIC == 1u ? (eight ? 128 : 8) : 0;
+    if (eight) {
+      for (uint i = 0u; i < 2u; i++) {
+        uint c = q_word(base + head + j0 + 4u * i);
+        for (uint b = 0u; b < 4u; b++) {
+          precise float prod = float(int((c >> (8u * b)) & 0xFFu) - zero) * scale;
+          v[4u * i + b] = SYMMETRIC == 1u ? prod : prod + mn;
+        }
+      }
+    } else {
+      uint c = q_word(base + head + j0 / 2u);
+      for (uint b = 0u; b < 4u; b++) {
+        precise float p0 = float(int(q_nibble(c, b, false)) - zero) * scale;
+        precise float p1 = float(int(q_nibble(c, b, true)) - zero) * scale;
+        v[2u * b] = SYMMETRIC == 1u ? p0 : p0 + mn;
+        v[2u * b + 1u] = SYMMETRIC == 1u ? p1 : p1 + mn;
+      }
+    }
+  }
+}
