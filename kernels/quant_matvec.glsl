@@ -4,9 +4,10 @@
 //
 // The product is bound by reading W once, so the layout is for streaming it: a workgroup of 128
 // invocations takes 4 weight rows, 32 lanes per row; lane l reads units l, l + 32, ... of its
-// row, so the 32 lanes of a row read consecutive blocks (coalesced) and each weight is decoded
-// once and used for every activation row of the dispatch (at most 8: the grid's y walks chunks of
-// 8 rows of x). The lanes' partial sums meet in a shared-memory tree (no subgroup operations, so
+// row (integer path), or a quarter of units l / 4, l / 4 + 8, ... (float path, q_part: then the
+// lanes also read x contiguously), so the 32 lanes of a row read consecutive blocks (coalesced)
+// and each weight is decoded once and used for every activation row of the dispatch (at most 8:
+// the grid's y walks chunks of 8 rows of x). The lanes' partial sums meet in a shared-memory tree (no subgroup operations, so
 // one module serves every device). The grid's x strides over row groups past the device's
 // workgroup-count limit.
 //
