@@ -17,12 +17,13 @@
 --   PASS|FAIL <what>: ...
 --   ember copy <GB/s> GB/s (read plus write)
 --   ember quant <fmt> <path> m=1 <us> us <GB/s> GB/s weight read, <ratio> of copy (goal >= 0.7); wall ...
---   ember quant <fmt> tile|auto m=64 <ms> ms <TFLOP/s> TFLOP/s; wall ...   (tile: the float32
---     kernel; auto: tensor cores where the device has them)
+--   ember quant <fmt> tile|auto|matvec m=64 <ms> ms <TFLOP/s> TFLOP/s; wall ...   (tile: the
+--     float32 kernel; auto: tensor cores where the device has them; matvec: 8 passes of the
+--     matrix-vector kernel, integer path where it applies)
 -- The first figures are GPU time (Vulkan timestamps of the quantized kernels, best of 3 runs),
 -- the "wall" ones host time around a synchronized batch of products.
 --   torch ...                                      (from torch_quant.py)
---   ratio <fmt> tile|auto m=64 <ember/torch fp16>
+--   ratio <fmt> tile|auto|matvec m=64 <ember/torch fp16>
 local ffi = require 'ffi'
 pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
 local Q = ember.quant
@@ -54,14 +55,14 @@ end
 -- `calls` products run by f, the activation's int8 quantization included. The wall-clock
 -- figures (time) also count the host's recording of each dispatch, which a 3 us product on a
 -- fast GPU can wait for.
-local KERNELS = { quant_matvec = true, quant_matvec_dot = true, quant_act = true, quant_mm = true }
+local function quant_kernel(name) return name:match('^quant_') ~= nil and name ~= 'quant_dequant' end
 local function gpu_time(f, calls)
   local best
   for _ = 1, 3 do
     local prof = ember.profiler.profile({}, f)
     local us = 0
     for _, r in ipairs(prof:key_averages().rows) do
-      if KERNELS[r.key] then us = us + r.self_vulkan_time_total end
+      if quant_kernel(r.key) then us = us + r.self_vulkan_time_total end
     end
     best = best and math.min(best, us) or us
   end
@@ -106,10 +107,15 @@ local function paths(fmt)
 end
 local function set_path(p) setenv('EMBER_VK_QUANT_DOT', p == 'dot' and '1' or '0') end
 -- the batched kernels: "tile" the float32 one (EMBER_VK_QUANT_COOP=0), "auto" the default
--- (float16 tensor cores where the device runs its float16 matmul there; else the same kernel)
-local BATCH_PATHS = { 'tile', 'auto' }
-local coop_env = os.getenv('EMBER_VK_QUANT_COOP')
-local function set_batch(p) setenv('EMBER_VK_QUANT_COOP', p == 'tile' and '0' or coop_env) end
+-- (float16 tensor cores where the device runs its float16 matmul there; else the same kernel),
+-- "matvec" the matrix-vector kernel in chunks of 8 rows (EMBER_VK_QUANT_MATVEC_MAX=64: which
+-- kernel should take batches of 9 to 64 is a measurement's call)
+local BATCH_PATHS = { 'tile', 'auto', 'matvec' }
+local coop_env, mv_env = os.getenv('EMBER_VK_QUANT_COOP'), os.getenv('EMBER_VK_QUANT_MATVEC_MAX')
+local function set_batch(p)
+  setenv('EMBER_VK_QUANT_COOP', p == 'tile' and '0' or coop_env)
+  setenv('EMBER_VK_QUANT_MATVEC_MAX', p == 'matvec' and '64' or mv_env)
+end
 ember.zeros(1):to(dev)
 print('tensor cores: ' .. tostring(ember.device(dev):info().tensor_cores))
 
@@ -128,6 +134,7 @@ for _, fmt in ipairs(formats) do
       check(('%s %s m=%d n=%d k=%d'):format(fmt, p, m, N, K), Q.linear(x:to(dev), g), x, wd)
     end
   end
+  setenv('EMBER_VK_QUANT_DOT', dot_env)  -- the batches' matvec path: integer where it applies
   for _, bp in ipairs(BATCH_PATHS) do
     set_batch(bp)
     local x = ember.rand(B, K) * 2 - 1
@@ -150,7 +157,7 @@ for _, fmt in ipairs(formats) do
     print(('ember quant %s %s m=1 %.1f us %.1f GB/s weight read, %.3f of copy (goal >= 0.7); '
       .. 'wall %.1f us %.1f GB/s'):format(fmt, p, gs * 1e6, gbw / 1e9, gbw / copy_bw, s * 1e6, bw / 1e9))
   end
-  set_path('plain')
+  setenv('EMBER_VK_QUANT_DOT', dot_env)
   for _, bp in ipairs(BATCH_PATHS) do
     set_batch(bp)
     local s = time(over_copies(xb), 5) / #copies

@@ -171,6 +171,17 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     end
   end)
 
+  it('the matrix-vector kernel walks x in chunks of 8 rows (EMBER_VK_QUANT_MATVEC_MAX=64)', function()
+    H.seed(8)
+    for _, f in ipairs({ 'q4_0', 'q4_1' }) do  -- the integer path where the device has it, the float one
+      local q = Q.quantize(ember.tensor(rand_rows(11, 64, 2)), { format = f })
+      local x = rand_rows(19, 64, 2)
+      VK.with_env('EMBER_VK_QUANT_MATVEC_MAX', '64', function()
+        check(run(q, q:to(V), x), x, q:dequantize():totable(), f == 'q4_0')
+      end)
+    end
+  end)
+
   it('the matrix-vector kernel loops over weight rows past its grid (EMBER_VK_TEST=small-grid)', function()
     local out, err, rc = H.child(([[
       local ember = require 'ember'

@@ -30,6 +30,15 @@
 
 enum { MATVEC_ROWS = 8, MATVEC_RPW = 4, MM_TILE = 64 };
 
+/* Up to how many rows of x the matrix-vector kernel runs (it walks x in chunks of 8, one pass
+ * over the weight each, which the cache may serve): 8, or EMBER_VK_QUANT_MATVEC_MAX (read on
+ * every call), so a measurement can compare it with the tiled kernels at larger batches. */
+static int64_t matvec_max(void) {
+  const char *env = getenv("EMBER_VK_QUANT_MATVEC_MAX");
+  long v = env && env[0] ? strtol(env, NULL, 10) : MATVEC_ROWS;
+  return v >= 0 ? (int64_t)v : MATVEC_ROWS;
+}
+
 static bool dot_enabled[EM_MAX_DEVICES]; /* by Ember device id: shaderIntegerDotProduct enabled */
 
 typedef struct qmm_push { uint32_t m, n, k, row_bytes, x_off, w_off, o_off; } qmm_push;
@@ -75,7 +84,7 @@ static int use_dot(vk_device *D, int format, int64_t m) {
   bool off = env && strcmp(env, "0") == 0, force = env && strcmp(env, "1") == 0;
   bool fmt = format == EM_QUANT_Q8_0 || format == EM_QUANT_Q4_0 || format == EM_QUANT_Q4_K ||
              format == EM_QUANT_Q6_K;
-  if (off || !fmt || m > MATVEC_ROWS) return 0;
+  if (off || !fmt || m > matvec_max()) return 0;
   bool have = D->id >= 0 && D->id < EM_MAX_DEVICES && dot_enabled[D->id];
   if (have) return 1;
   if (!force) return 0;
@@ -140,11 +149,11 @@ static int launch(vk_device *D, const em_tensor *x, const em_tensor *blocks, int
   int dot = use_dot(D, format, m);
   if (dot < 0) return -1;
   qmm_push p = {(uint32_t)m, (uint32_t)n, (uint32_t)k, (uint32_t)row_bytes,
-                (uint32_t)(m <= MATVEC_ROWS ? x->offset / 4 : x->offset),
+                (uint32_t)(m <= matvec_max() ? x->offset / 4 : x->offset),
                 (uint32_t)blocks->offset, (uint32_t)out->offset};
   uint32_t max_x = D->props.limits.maxComputeWorkGroupCount[0];
   uint32_t spec[4] = {(uint32_t)format, group > 0 ? (uint32_t)group : 32u, symmetric ? 1u : 0u, ~0u};
-  if (m > MATVEC_ROWS) {
+  if (m > matvec_max()) {
     uint64_t gx = ((uint64_t)n + MM_TILE - 1) / MM_TILE, gy = ((uint64_t)m + MM_TILE - 1) / MM_TILE;
     if (gx > max_x || gy > D->props.limits.maxComputeWorkGroupCount[1]) return fail_size(D);
     vk_launch L = {.module = mm_module(D), .push = &p, .push_size = sizeof p,
@@ -154,9 +163,11 @@ static int launch(vk_device *D, const em_tensor *x, const em_tensor *blocks, int
   }
   uint64_t gx = ((uint64_t)n + MATVEC_RPW - 1) / MATVEC_RPW; /* the kernel strides past max_x */
   if (em_vk_test_hooks() & VK_TEST_SMALL_GRID) max_x = 2; /* exercises that loop */
+  uint64_t gy = ((uint64_t)m + MATVEC_ROWS - 1) / MATVEC_ROWS; /* chunks of 8 rows of x */
+  if (gy > D->props.limits.maxComputeWorkGroupCount[1]) return fail_size(D);
   vk_launch L = {.module = "quant_matvec", .push = &p, .push_size = sizeof p,
                  .spec = {spec[0], spec[1], spec[2], spec[3]}, .ops = {x, blocks, out},
-                 .writes = 4u, .groups = {(uint32_t)(gx < max_x ? gx : max_x), 1, 1}};
+                 .writes = 4u, .groups = {(uint32_t)(gx < max_x ? gx : max_x), (uint32_t)gy, 1}};
   if (!dot) return em_vk_launch_locked(&L);
 #ifdef EMBER_VK_GLSL_INT_DOT
   em_tensor *xq = NULL, *xd = NULL;
@@ -213,7 +224,7 @@ int em_vk_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, 
       em_numel(blocks) + blocks->offset > (int64_t)UINT32_MAX - 8)
     return fail_size(D);
   /* the matrix-vector kernels read x as vec4: a view starting off a vec4 goes through a copy */
-  if (m <= MATVEC_ROWS && x->offset % 4 != 0) {
+  if (m <= matvec_max() && x->offset % 4 != 0) {
     em_tensor *tmp = em_empty(2, x->sizes, EM_FLOAT32, x->device_id);
     int rc = tmp ? em_vk_copy(tmp, x) : -1;
     if (rc == 0) rc = launch(D, tmp, blocks, format, group, symmetric, out, n ? em_numel(blocks) / n : 0);
