@@ -2,6 +2,11 @@
 -- per epoch, the training loss, the test accuracy and the throughput. `make run` runs it with
 -- the defaults: the "2 Conv+pooling" network of the dataset's benchmark (reference test
 -- accuracy 0.916). `ember examples/fashion_mnist.lua --help` lists the options.
+--
+-- Under mpirun (`mpirun -np 2 ember examples/fashion_mnist.lua`, or `ember run --nproc 2 ...`)
+-- every process trains a shard of each epoch (ember.data.DistributedSampler) on its own
+-- device with nn.DistributedDataParallel; --batch-size is per process. Rank 0 evaluates,
+-- prints and writes the checkpoint, which resumes at any number of processes (docs/ddp.md).
 local cli = require 'ember.util.cli'
 local nn, optim = ember.nn, ember.optim
 
@@ -30,6 +35,15 @@ opts.precision = require('ember.precision').check(opts.precision, '--precision',
 if opts.epochs == 0 then opts.epochs = opts.model == 'mlp' and 20 or 6 end
 if opts.threads > 0 then ember.set_num_threads(opts.threads) end
 local device = opts.device
+-- Under mpirun: one process per device, each taking its local rank's (ember.distributed).
+local dist = os.getenv('OMPI_COMM_WORLD_SIZE') and ember.distributed
+if dist then
+  dist.init({ device = device })
+  device = dist.device()
+end
+local world, rank = dist and dist.world_size() or 1, dist and dist.rank() or 0
+local function print0(...) if rank == 0 then print(...) end end
+local quiet = { write = function() end, flush = function() end } -- other ranks' progress bars
 ember.manual_seed(opts.seed)
 
 -- ---- data ---------------------------------------------------------------------------------
@@ -55,6 +69,8 @@ if opts.model ~= 'cnn' and opts.model ~= 'mlp' then
   error("--model must be cnn or mlp, got '" .. tostring(opts.model) .. "'", 0)
 end
 local model = require('ember.models').build(opts.model):to(device)
+-- net trains (gradients averaged over the processes under mpirun); model evaluates and saves
+local net = dist and ember.nn.DistributedDataParallel(model) or model
 -- Mixed precision (ember.precision): parameters stay float32; the forward runs under autocast.
 local precision = require('ember.precision').new(opts.precision, device)
 local criterion = nn.CrossEntropyLoss()
@@ -65,8 +81,11 @@ elseif opts.optimizer == 'adam' then optimizer = optim.Adam(params, { lr = opts.
 elseif opts.optimizer == 'adamw' then optimizer = optim.AdamW(params, { lr = opts.lr })
 else error("--optimizer must be sgd, adam or adamw, got '" .. opts.optimizer .. "'", 0) end
 
-local loader = ember.data.DataLoader(ember.data.TensorDataset(train_x, train_y), {
-  batch_size = opts.batch_size, shuffle = true, seed = opts.seed, num_workers = opts.workers })
+local train_set = ember.data.TensorDataset(train_x, train_y)
+local loader = ember.data.DataLoader(train_set, {
+  batch_size = opts.batch_size, num_workers = opts.workers, shuffle = not dist or nil,
+  seed = not dist and opts.seed or nil,
+  sampler = dist and ember.data.DistributedSampler(train_set, { seed = opts.seed }) or nil })
 
 local first_epoch = 1
 if opts.resume then
@@ -76,13 +95,14 @@ if opts.resume then
   ember.set_rng_state(ckpt.rng)
   precision:load_state_dict(ckpt.scaler)
   first_epoch = ckpt.epoch + 1
-  print(('resumed from %s after epoch %d'):format(opts.resume, ckpt.epoch))
+  print0(('resumed from %s after epoch %d'):format(opts.resume, ckpt.epoch))
 end
 
-print(('Fashion-MNIST: %d training and %d test images; model %s on %s, %s, %d threads'):format(
+print0(('Fashion-MNIST: %d training and %d test images; model %s on %s, %s, %d threads'):format(
   train_x:size(1), test_x:size(1), opts.model, ember.get_default_device and tostring(device) or device,
   precision.name, ember.get_num_threads()))
-print(model)
+if dist then print0(('data parallel: %d processes, batch %d each'):format(world, opts.batch_size)) end
+print0(model)
 
 -- ---- training -------------------------------------------------------------------------------
 local function evaluate()
@@ -109,14 +129,15 @@ local accuracy
 for epoch = first_epoch, opts.epochs do
   model:train()
   loader:set_epoch(epoch)
-  local bar = ember.progress(#loader, { desc = ('epoch %d/%d'):format(epoch, opts.epochs) })
+  local bar = ember.progress(#loader, { desc = ('epoch %d/%d'):format(epoch, opts.epochs),
+    out = rank ~= 0 and quiet or nil })
   local t0, seen, loss_sum, batches = os.clock(), 0, 0, 0
   local loss_total, shown, window
   local wall0 = ember.clock and ember.clock() or os.time()
   for x, y in loader:iter() do
     x, y = x:to(device), y:to(device)
     optimizer:zero_grad()
-    local loss = precision:forward(function() return criterion(model(x), y) end)
+    local loss = precision:forward(function() return criterion(net(x), y) end)
     precision:step(loss, optimizer)
     -- The losses add up on the device; reading one back waits for the device, so the bar
     -- shows it every 50 batches (a GPU runs ahead of the host meanwhile).
@@ -131,23 +152,27 @@ for epoch = first_epoch, opts.epochs do
     end
     bar:update(1, { loss = shown })
   end
+  if loss_total and dist then dist.all_reduce(loss_total, { op = 'avg' }) end -- over processes
   if loss_total then loss_sum = loss_total:item() end
   bar:close()
   local elapsed = (ember.clock and ember.clock() or os.time()) - wall0
   if elapsed <= 0 then elapsed = os.clock() - t0 end
-  accuracy = evaluate()
-  curves.epoch[#curves.epoch + 1], curves.accuracy[#curves.accuracy + 1] = epoch, accuracy
-  print(('epoch %d: train loss %.4f, test accuracy %.4f, %.0f samples/s'):format(epoch,
-    loss_sum / math.max(batches, 1), accuracy, seen / elapsed))
+  if rank == 0 then -- the other processes go on to the next epoch's first all-reduce
+    accuracy = evaluate()
+    curves.epoch[#curves.epoch + 1], curves.accuracy[#curves.accuracy + 1] = epoch, accuracy
+    print(('epoch %d: train loss %.4f, test accuracy %.4f, %.0f samples/s'):format(epoch,
+      loss_sum / math.max(batches, 1), accuracy, world * seen / elapsed))
+  end
   if opts.checkpoint ~= '' then
-    ember.save(opts.checkpoint, { model = model:state_dict(), optimizer = optimizer:state_dict(),
+    local state = { model = model:state_dict(), optimizer = optimizer:state_dict(),
       epoch = epoch, rng = ember.get_rng_state(), model_kind = opts.model,
-      scaler = precision:state_dict() })
+      scaler = precision:state_dict() }
+    if dist then net:save_checkpoint(opts.checkpoint, state) else ember.save(opts.checkpoint, state) end
   end
 end
 
 if accuracy then print(('final test accuracy: %.4f'):format(accuracy)) end
-if opts.plot then
+if opts.plot and rank == 0 then
   ember.plot.figure(opts.plot, {
     { series = { { name = window_size == 1 and 'train loss (per batch)' or
       ('train loss (mean of %d batches)'):format(window_size), x = curves.loss_x,
@@ -158,4 +183,5 @@ if opts.plot then
   })
   print('curves written to ' .. opts.plot)
 end
+if dist then dist.finalize() end
 return accuracy

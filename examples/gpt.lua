@@ -15,6 +15,12 @@
 -- A checkpoint (model, optimizer, random-number state, step, config, vocabulary) is written at
 -- every evaluation; --resume continues from one exactly: the losses that follow are those of a
 -- run that was never interrupted. examples/generate.lua samples from a checkpoint.
+--
+-- Under mpirun (`mpirun -np 4 ember examples/gpt.lua`, or `ember run --nproc 4 ...`) each
+-- process trains on its own device through nn.DistributedDataParallel, --batch-size
+-- sequences each: every step draws the windows of all processes from the shared, seeded
+-- stream and each takes its share, so W processes of batch B train on what one process of
+-- batch W*B would. Rank 0 evaluates, samples, prints and writes the checkpoints.
 local cli = require 'ember.util.cli'
 local G = require 'ember.models.gpt'
 local ffi = require 'ffi'
@@ -63,7 +69,11 @@ for _, k in ipairs({ 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 
   'eval_interval', 'eval_batches' }) do positive(k) end
 if opts.threads > 0 then ember.set_num_threads(opts.threads) end
 if opts.min_lr == 0 then opts.min_lr = opts.lr / 10 end
-local device = ember.device(opts.device).name
+local dist = os.getenv('OMPI_COMM_WORLD_SIZE') and ember.distributed
+if dist then dist.init({ device = opts.device }) end
+local device = dist and dist.device() or ember.device(opts.device).name
+local world, rank = dist and dist.world_size() or 1, dist and dist.rank() or 0
+local function print0(...) if rank == 0 then print(...) end end
 
 -- ---- data -----------------------------------------------------------------------------------
 local function read_file(path)
@@ -146,9 +156,13 @@ if ckpt then
   ember.set_rng_state(ckpt.rng)
   step = ckpt.step
 end
+-- under mpirun: the wrapper whose gradient hooks average over the processes (the training
+-- below calls model:loss, which the hooks see the same)
+local ddp = dist and ember.nn.DistributedDataParallel(model)
 
 local function save(path)
-  ember.save(path, { model = model:state_dict(), optimizer = optimizer:state_dict(),
+  local write = ddp and function(p, t) ddp:save_checkpoint(p, t) end or ember.save
+  write(path, { model = model:state_dict(), optimizer = optimizer:state_dict(),
     rng = ember.get_rng_state(), step = step, config = config,
     vocab = ember.tensor(chars, { dtype = 'uint8' }), scaler = precision:state_dict() })
 end
@@ -167,16 +181,21 @@ local function windows(split, starts)
 end
 
 local function train_batch()
-  return windows(train_data, ember.randint(0, train_data:size(1) - T, { B }))
+  local starts = ember.randint(0, train_data:size(1) - T, { B * world })
+  if world > 1 then starts = starts:narrow(1, rank * B + 1, B) end
+  return windows(train_data, starts)
 end
 
 -- Evenly spaced windows of the validation text: eval_batches batches, the same every time.
+-- (Batches of the whole step's windows, world * B, so that W processes of batch B validate on
+-- what one process of batch W*B does.)
 local val_batches = {}
 do
-  local count, span = opts.eval_batches * B, val_data:size(1) - T - 1
+  local VB = B * world
+  local count, span = opts.eval_batches * VB, val_data:size(1) - T - 1
   for b = 0, opts.eval_batches - 1 do
     local starts = {}
-    for j = b * B, b * B + B - 1 do
+    for j = b * VB, b * VB + VB - 1 do
       starts[#starts + 1] = count > 1 and math.floor(j * span / (count - 1)) or 0
     end
     val_batches[#val_batches + 1] = { windows(val_data, ember.tensor(starts, { dtype = 'int64' })) }
@@ -216,12 +235,13 @@ local function sample(n)
 end
 
 -- ---- training -------------------------------------------------------------------------------
-print(('fortunes: %d files, %d characters (%d train, %d validation), vocabulary %d'):format(#files,
+print0(('fortunes: %d files, %d characters (%d train, %d validation), vocabulary %d'):format(#files,
   data:size(1), train_data:size(1), val_data:size(1), #chars))
-print(('GPT: %d layers, %d heads, width %d, context %d, %.2fM parameters; batch %d, %d steps, ' ..
+print0(('GPT: %d layers, %d heads, width %d, context %d, %.2fM parameters; batch %d, %d steps, ' ..
   'on %s, %s, %d threads'):format(config.n_layer, config.n_head, config.n_embd, T,
   model:num_params() / 1e6, B, opts.steps, device, precision.name, ember.get_num_threads()))
-if ckpt then print(('resumed from %s at step %d'):format(opts.resume, step)) end
+if dist then print0(('data parallel: %d processes, batch %d each'):format(world, B)) end
+if ckpt then print0(('resumed from %s at step %d'):format(opts.resume, step)) end
 
 local schedule = { lr = opts.lr, min_lr = opts.min_lr, warmup = opts.warmup, steps = opts.steps }
 local params = model:parameters()
@@ -252,15 +272,18 @@ while step < last do
   loss_total = loss_total and loss_total + loss or loss
   interval_steps = interval_steps + 1
   if step % opts.eval_interval == 0 or step == last then
+    if dist then dist.all_reduce(loss_total, { op = 'avg' }) end -- the mean over the processes
     local train_loss = loss_total:item() / interval_steps -- waits for the device
-    local tokens_per_s = interval_steps * B * T / (ember.clock() - interval_start)
-    val_loss = evaluate()
-    curves.step[#curves.step + 1] = step
-    curves.train[#curves.train + 1], curves.val[#curves.val + 1] = train_loss, val_loss
-    print(('step %d/%d: train loss %.4f, val loss %.4f, lr %.2e, %.0f tokens/s, %.0f s'):format(step,
-      opts.steps, train_loss, val_loss, lr, tokens_per_s, ember.clock() - wall0))
-    if opts.sample_tokens > 0 and step < opts.steps then
-      print('  sample: ' .. sample(opts.sample_tokens):gsub('\n', '\n          '))
+    local tokens_per_s = world * interval_steps * B * T / (ember.clock() - interval_start)
+    if rank == 0 then -- the others go on to the next step's first all-reduce
+      val_loss = evaluate()
+      curves.step[#curves.step + 1] = step
+      curves.train[#curves.train + 1], curves.val[#curves.val + 1] = train_loss, val_loss
+      print(('step %d/%d: train loss %.4f, val loss %.4f, lr %.2e, %.0f tokens/s, %.0f s'):format(step,
+        opts.steps, train_loss, val_loss, lr, tokens_per_s, ember.clock() - wall0))
+      if opts.sample_tokens > 0 and step < opts.steps then
+        print('  sample: ' .. sample(opts.sample_tokens):gsub('\n', '\n          '))
+      end
     end
     if opts.checkpoint ~= '' then save(opts.checkpoint) end
     interval_start, loss_total, interval_steps = ember.clock(), nil, 0
@@ -269,11 +292,11 @@ end
 
 if prof then prof:stop() end
 if val_loss and step == opts.steps then print(('final validation loss: %.4f'):format(val_loss)) end
-if opts.final_tokens > 0 and step == opts.steps then
+if opts.final_tokens > 0 and step == opts.steps and rank == 0 then
   print('generated text:')
   print(sample(opts.final_tokens))
 end
-if opts.plot then
+if opts.plot and rank == 0 then
   ember.plot.lines(opts.plot, {
     { name = ('train (mean of %d steps)'):format(opts.eval_interval), x = curves.step, y = curves.train },
     { name = 'validation', x = curves.step, y = curves.val },
@@ -281,4 +304,5 @@ if opts.plot then
        xlabel = 'step', ylabel = 'cross-entropy' })
   print('loss curves written to ' .. opts.plot)
 end
+if dist then dist.finalize() end
 return val_loss

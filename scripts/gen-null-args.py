@@ -30,6 +30,7 @@ ACCEPTS_NULL = {
     "em_retain", "em_release", "em_set_error", "em_read_free", "em_safetensors_close",
     "em_prefetcher_free", "em_set_gc_hook", "em_function_release_later", "em_rng_get_state",
     "em_memory_set_site_fn", "em_profiler_start", "em_profiler_set_site", "em_gguf_close",
+    "em_dist_work_free", "em_dist_is_completed",
     # the Lua bridge: NULL package_dir means "find it"; closing NULL does nothing
     "em_lua_open", "em_lua_close",
 }

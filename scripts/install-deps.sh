@@ -16,6 +16,7 @@ packages=(
   tmux python3-numpy
   clang libclang-rt-14-dev
   python3 dpkg-dev debian-archive-keyring
+  openmpi-bin libopenmpi-dev
 )
 if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch)

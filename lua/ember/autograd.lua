@@ -75,18 +75,56 @@ local fn = require 'ember.autograd.function'
 M.Function = fn.Function
 M.function_registry_size = fn.registry_size
 
+-- ---- end-of-backward callbacks -------------------------------------------------------------
+-- queue_callback(f), called during a backward started from Lua (from a gradient hook), runs f
+-- once after that backward has put every gradient into .grad, before backward returns (as
+-- PyTorch's Variable._execution_engine.queue_callback). DistributedDataParallel finishes its
+-- gradient all-reduces there. Callbacks queued in a nested backward wait for the outermost
+-- one; a backward that fails drops its callbacks. An error in a callback is raised by backward.
+local queued, depth = {}, 0
+
+function M.queue_callback(f)
+  if type(f) ~= 'function' then error('queue_callback: expected a function, got ' .. type(f), 2) end
+  if depth == 0 then
+    error('queue_callback: expected to be called during backward (from a gradient hook)', 2)
+  end
+  queued[#queued + 1] = f
+end
+
+-- Runs C backward `run` (returning a status) inside the callback scope; returns its status.
+local function with_callbacks(run, ...)
+  depth = depth + 1
+  local ok, rc = pcall(run, ...)
+  depth = depth - 1
+  if depth > 0 then
+    if not ok then error(rc, 0) end
+    return rc
+  end
+  local list = queued
+  queued = {}
+  if not ok then error(rc, 0) end
+  if rc == 0 then
+    for _, f in ipairs(list) do f() end
+  end
+  return rc
+end
+
 -- ---- backward --------------------------------------------------------------------------------
 -- These functions may call back into Lua (hooks), which LuaJIT allows only from interpreted
 -- code: they are kept out of the JIT.
 local function backward(x, grad, opts)
   if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
   opts = require('ember.util.names').check_options('backward', opts, { 'retain_graph', 'create_graph' })
-  local rc = C.em_backward(x.ptr, grad and grad.ptr or nil, opts.retain_graph and 1 or 0,
-    opts.create_graph and 1 or 0)
-  fn.drain() -- custom functions done with (or failed) give their Lua state back now
+  local ok, rc = pcall(with_callbacks, function()
+    local r = C.em_backward(x.ptr, grad and grad.ptr or nil, opts.retain_graph and 1 or 0,
+      opts.create_graph and 1 or 0)
+    fn.drain() -- custom functions done with (or failed) give their Lua state back now
+    return r
+  end)
+  if not ok then error(rc, 0) end -- a callback's error, already placed
   if rc ~= 0 then core.raise(2) end -- at the caller's line
 end
-jit.off(backward)
+jit.off(backward, true)
 methods.backward = backward
 
 -- autograd.backward(tensors [, grads [, opts]]): one backward from several tensors (the
@@ -106,12 +144,16 @@ local function backward_many(tensors, grads, opts)
     ts[i - 1] = tensors[i].ptr
     if grads and grads[i] then gs[i - 1] = grads[i].ptr end
   end
-  local rc = C.em_backward_many(n, ts, gs, opts.retain_graph and 1 or 0,
-    opts.create_graph and 1 or 0)
-  fn.drain()
+  local ok, rc = pcall(with_callbacks, function()
+    local r = C.em_backward_many(n, ts, gs, opts.retain_graph and 1 or 0,
+      opts.create_graph and 1 or 0)
+    fn.drain()
+    return r
+  end)
+  if not ok then error(rc, 0) end -- a callback's error, already placed
   if rc ~= 0 then core.raise(2) end
 end
-jit.off(backward_many)
+jit.off(backward_many, true)
 M.backward = backward_many
 
 -- grad(outputs, inputs [, opts]) -> a table of gradients (or one, for a single input tensor).

@@ -976,4 +976,62 @@ typedef struct em_device_plan {
 } em_device_plan;
 int em_device_plan_get(int device, em_device_plan *out);
 
+/* ---- distributed: collectives over MPI (runtime/src/distributed/, docs/distributed.md) ----
+ * Open MPI is loaded at run time (dlopen of $EMBER_MPI_LIB, else libmpi.so.40, libmpi.so, then
+ * <prefix>/lib/libmpi.so.40 beside the mpirun on PATH); a build without mpi.h has the
+ * functions, and em_dist_init says what to install.
+ * Ranks are 0-based, as in MPI. Every collective is asynchronous: it checks its arguments,
+ * stages the data and returns a work handle at once; a communication thread runs the MPI calls
+ * in the order they were issued; em_dist_wait finishes the work (writes the result into the
+ * tensor). Every rank must issue the same collectives in the same order with tensors of the
+ * same shape and dtype. Until em_dist_wait returns, the tensors given must not be written
+ * (nor, for in-place collectives, read). CPU tensors are used in place when contiguous (else
+ * through a contiguous copy); device tensors are staged through the device's pinned memory,
+ * in chunks, so that the copy of one chunk overlaps the transfer of the one before. */
+typedef enum em_dist_op { EM_DIST_SUM, EM_DIST_AVG, EM_DIST_MAX, EM_DIST_MIN } em_dist_op;
+typedef struct em_dist_work em_dist_work;
+/* 1 when this library was built with MPI's headers (em_dist_init can work), else 0. */
+int em_dist_available(void);
+/* Loads MPI, starts the communication thread and initializes MPI on it; timeout_s (> 0) is
+ * how long one MPI call may take before waits fail instead of hanging (a peer died). 0, or -1
+ * with the reason (MPI not built in or not loadable, already initialized, MPI's error). */
+int em_dist_init(double timeout_s);
+int em_dist_is_initialized(void);
+/* This process's rank in the world, the world's size, the rank among the processes on this
+ * host (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK): -1 with an error before em_dist_init. */
+int em_dist_rank(void);
+int em_dist_world_size(void);
+int em_dist_local_rank(void);
+/* Waits for the queued work, finalizes MPI and stops the thread: 0, or -1 (not initialized, or
+ * a collective timed out: MPI cannot be finalized then; em_dist_abort ends the job). After it,
+ * em_dist_init cannot be called again (MPI allows one initialization per process). */
+int em_dist_finalize(void);
+/* Ends every process of the job with the status code (MPI_Abort); returns only when
+ * distributed is not initialized. */
+void em_dist_abort(int code);
+/* t is reduced across ranks in place, elementwise. op: sum and avg for numeric dtypes
+ * (avg: floating dtypes only), max and min for every dtype, bool included; float16 and bfloat16
+ * add in float32 and round each partial sum. Returns a new work handle (the caller frees it
+ * with em_dist_work_free), or NULL with an error; t is retained until the handle is freed. */
+em_dist_work *em_dist_all_reduce(em_tensor *t, em_dist_op op);
+/* root's t is copied into t on every rank (root in 0 .. world_size-1). */
+em_dist_work *em_dist_broadcast(em_tensor *t, int root);
+/* out[r] = rank r's t: out has t's dtype and device and sizes [world_size, t's sizes...]. */
+em_dist_work *em_dist_all_gather(const em_tensor *t, em_tensor *out);
+/* The reduction of every rank's t, split along its first dimension into world_size equal
+ * parts: out gets part `rank` (out: t's dtype and device, sizes [t:size(1)/world_size, ...]).
+ * t's first dimension must divide evenly. */
+em_dist_work *em_dist_reduce_scatter(const em_tensor *t, em_tensor *out, em_dist_op op);
+/* Returns once every rank has reached it (when its handle is waited for). */
+em_dist_work *em_dist_barrier(void);
+/* Waits for the work and writes its result into the tensors: 0, or -1 with the error (the
+ * collective's MPI error, or a timeout). Waiting again returns the same result at once. */
+int em_dist_wait(em_dist_work *w);
+/* 1 when the transfer is done (em_dist_wait will not block on the network), else 0 (also
+ * for NULL); never blocks. */
+int em_dist_is_completed(const em_dist_work *w);
+/* Frees the handle, first waiting for its transfer when still running (its buffers are in
+ * use). NULL does nothing. */
+void em_dist_work_free(em_dist_work *w);
+
 ]==]

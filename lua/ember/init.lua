@@ -125,5 +125,6 @@ ember.plot = require 'ember.plot'
 -- Block-quantized weights (ember.quant: the GGUF block formats and affine int8/int4).
 ember.quant = require 'ember.quant'
 ember.gguf = require 'ember.gguf'
+ember.distributed = require 'ember.distributed'
 
 return ember

@@ -3,7 +3,8 @@
  * `ember` as a global, applies EMBER_DEVICE, and then runs what the command line asks for, in
  * order, as lua.c does: -e statements, -l modules, a script with its arguments, and the REPL
  * (with no script or -e, or with -i). An uncaught error prints its message and a traceback on
- * stderr and the program exits with status 1.
+ * stderr and the program exits with status 1. Under ember.distributed the message names the
+ * rank and the whole job ends (MPI_Abort), so no other rank waits for this one forever.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ static const char usage[] =
   "  (no script)     start the interactive REPL\n"
   "  bench [options] time training steps of a model on each device (bench --help)\n"
   "  doctor          print the devices, their kernels, threads and BLAS, with warnings\n"
+  "  run --nproc N script.lua [args...]  run the script in N processes (mpirun; run --help)\n"
   "  -e stmt         run the Lua statement stmt\n"
   "  -l mod          require the module mod, as a global named after its last part\n"
   "  -i              open the REPL after running the script (or the -e statements)\n"
@@ -190,7 +192,7 @@ static int run_options(lua_State *L, char **argv, int end) {
 /* The built-in command argv[script] names (`ember bench ...`, `ember doctor`), or NULL: a
  * command is a name without a file of that name. */
 static const char *builtin_command(char **argv, int script) {
-  static const char *const commands[] = {"bench", "doctor"};
+  static const char *const commands[] = {"bench", "doctor", "run"};
   if (script == 0) return NULL;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcmp(argv[script], commands[i]) == 0 && access(argv[script], F_OK) != 0)
@@ -248,6 +250,20 @@ static void tune_openmp(char **argv) {
   execv("/proc/self/exe", argv); /* returns only on failure: then run as we are */
 }
 
+/* An uncaught error: its message (and traceback) on stderr. Under ember.distributed it names
+ * the rank and ends every process of the job (MPI_Abort), so that no rank waits for this one
+ * in a collective. */
+static void report_failure(lua_State *L) {
+  if (!em_dist_is_initialized()) {
+    cli_report(L, progname);
+    return;
+  }
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "%s: rank %d", progname, em_dist_rank());
+  cli_report(L, prefix);
+  em_dist_abort(1);
+}
+
 int main(int argc, char **argv) {
   tune_openmp(argv);
   options o;
@@ -270,7 +286,7 @@ int main(int argc, char **argv) {
   if (status == 0) status = run_options(L, argv, o.script ? o.script : argc);
   if (status == 0 && o.script) status = run_script(L, argc, argv, o.script);
   if (status != 0) {
-    cli_report(L, progname);
+    report_failure(L);
     lua_close(L);
     return 1;
   }
@@ -278,6 +294,13 @@ int main(int argc, char **argv) {
   int failed = 0;
   if (o.interactive || (!o.script && !o.has_e)) failed = cli_repl(L) != 0;
   fflush(stdout);
+  /* a distributed run that did not finalize: do it for the script (mpirun reports a process
+   * that exits without it as a failure) */
+  if (em_dist_is_initialized() && em_dist_finalize() != 0) {
+    fprintf(stderr, "%s: rank %d: %s\n", progname, em_dist_rank(), em_last_error());
+    em_dist_abort(1);
+    failed = 1;
+  }
   lua_close(L);
   return failed;
 }

@@ -80,6 +80,14 @@ struct em_backend {
   void *(*read_start)(const em_storage *s, size_t offset, size_t nbytes);
   int (*read_finish)(void *h, void *dst, size_t nbytes, int wait);
   void (*read_free)(void *h);
+  /* Optional, large reads straight into pinned memory without waiting (ember.distributed's
+   * staging, runtime/src/distributed/collectives.c): pinned_read_start records the copy of
+   * nbytes at byte offset of s into dst, which lies in pinned memory of s's device, after
+   * everything recorded so far, and starts the work; it returns a ticket (> 0), or 0 on error.
+   * pinned_read_poll(device, ticket): 1 once the copy is done and dst may be read, 0 while it
+   * runs, -1 on error. It never waits, so that any thread may poll while others record. */
+  uint64_t (*pinned_read_start)(const em_storage *s, size_t offset, void *dst, size_t nbytes);
+  int (*pinned_read_poll)(int device, uint64_t ticket);
 
   /* ---- creation and copies ---- */
   /* dst and src have the same shape (src maybe broadcast); dtypes may differ: cast. */

@@ -16,7 +16,7 @@ typedef void (*any_fn)(void);
 const em_backend_slot em_backend_slots[] = {
     SLOT(storage_alloc), SLOT(storage_free), SLOT(read), SLOT(write), SLOT(synchronize),
     OPTIONAL_SLOT(pin_alloc), OPTIONAL_SLOT(read_start), OPTIONAL_SLOT(read_finish),
-    OPTIONAL_SLOT(read_free),
+    OPTIONAL_SLOT(read_free), OPTIONAL_SLOT(pinned_read_start), OPTIONAL_SLOT(pinned_read_poll),
     SLOT(copy), SLOT(fill), SLOT(arange), SLOT(linspace), SLOT(random), SLOT(multinomial),
     SLOT(unary), SLOT(binary), OPTIONAL_SLOT(binary_contiguous), SLOT(where), SLOT(clamp),
     SLOT(lerp), SLOT(addc),

@@ -668,6 +668,29 @@ static int case_em_runtime_info_get(void) {
 static int case_em_device_plan_get(void) {
   return em_device_plan_get((int)1, NULL) == -1;
 }
+static int case_em_dist_all_reduce(void) {
+  return em_dist_all_reduce(NULL, (em_dist_op)1) == NULL;
+}
+static int case_em_dist_broadcast(void) {
+  return em_dist_broadcast(NULL, (int)1) == NULL;
+}
+static int case_em_dist_all_gather(void) {
+  return em_dist_all_gather(NULL, NULL) == NULL;
+}
+static int case_em_dist_reduce_scatter(void) {
+  return em_dist_reduce_scatter(NULL, NULL, (em_dist_op)1) == NULL;
+}
+static int case_em_dist_wait(void) {
+  return em_dist_wait(NULL) == -1;
+}
+static int case_em_dist_is_completed(void) {
+  em_dist_is_completed(NULL);
+  return 1;
+}
+static int case_em_dist_work_free(void) {
+  em_dist_work_free(NULL);
+  return 1;
+}
 
 static const null_case null_cases[] = {
   {"em_last_error", NULL, NULL},
@@ -941,4 +964,20 @@ static const null_case null_cases[] = {
   {"em_gguf_tensor_info", "gguf_tensor_info", case_em_gguf_tensor_info},
   {"em_runtime_info_get", "runtime_info_get", case_em_runtime_info_get},
   {"em_device_plan_get", "device_plan_get", case_em_device_plan_get},
+  {"em_dist_available", NULL, NULL},
+  {"em_dist_init", NULL, NULL},
+  {"em_dist_is_initialized", NULL, NULL},
+  {"em_dist_rank", NULL, NULL},
+  {"em_dist_world_size", NULL, NULL},
+  {"em_dist_local_rank", NULL, NULL},
+  {"em_dist_finalize", NULL, NULL},
+  {"em_dist_abort", NULL, NULL},
+  {"em_dist_all_reduce", "dist_all_reduce", case_em_dist_all_reduce},
+  {"em_dist_broadcast", "dist_broadcast", case_em_dist_broadcast},
+  {"em_dist_all_gather", "dist_all_gather", case_em_dist_all_gather},
+  {"em_dist_reduce_scatter", "dist_reduce_scatter", case_em_dist_reduce_scatter},
+  {"em_dist_barrier", NULL, NULL},
+  {"em_dist_wait", "dist_wait", case_em_dist_wait},
+  {"em_dist_is_completed", NULL, case_em_dist_is_completed},
+  {"em_dist_work_free", NULL, case_em_dist_work_free},
 };

@@ -838,6 +838,18 @@ static int case1_em_gguf_kv_value_g(void) {
 static int case1_em_gguf_tensor_info_g(void) {
   return em_gguf_tensor_info(NULL, (int64_t)1, fx_int, fx_int, fx_i64, fx_i64, fx_i64) == NULL;
 }
+static int case1_em_dist_all_gather_t(void) {
+  return em_dist_all_gather(NULL, fx_t) == NULL;
+}
+static int case1_em_dist_all_gather_out(void) {
+  return em_dist_all_gather(fx_t, NULL) == NULL;
+}
+static int case1_em_dist_reduce_scatter_t(void) {
+  return em_dist_reduce_scatter(NULL, fx_t, (em_dist_op)1) == NULL;
+}
+static int case1_em_dist_reduce_scatter_out(void) {
+  return em_dist_reduce_scatter(fx_t, NULL, (em_dist_op)1) == NULL;
+}
 
 static const one_null_case one_null_cases[] = {
   {"em_result_type", "a", "result_type", case1_em_result_type_a},
@@ -1119,4 +1131,8 @@ static const one_null_case one_null_cases[] = {
   {"em_gguf_kv_type", "g", "gguf_kv_type", case1_em_gguf_kv_type_g},
   {"em_gguf_kv_value", "g", "gguf_kv_value", case1_em_gguf_kv_value_g},
   {"em_gguf_tensor_info", "g", "gguf_tensor_info", case1_em_gguf_tensor_info_g},
+  {"em_dist_all_gather", "t", "dist_all_gather", case1_em_dist_all_gather_t},
+  {"em_dist_all_gather", "out", "dist_all_gather", case1_em_dist_all_gather_out},
+  {"em_dist_reduce_scatter", "t", "dist_reduce_scatter", case1_em_dist_reduce_scatter_t},
+  {"em_dist_reduce_scatter", "out", "dist_reduce_scatter", case1_em_dist_reduce_scatter_out},
 };

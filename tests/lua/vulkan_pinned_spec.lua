@@ -70,6 +70,23 @@ describe('pinned memory (' .. V .. ')', function()
     end
   end)
 
+  it('reads from the device straight into pinned memory, in parts, after a pending copy out', function()
+    local n = 3000
+    local x = ember.rand(n):to(V)
+    local p = ember.zeros(n, { device = 'cpu' }):pin_memory(V)
+    -- the part [1001, 2000] first goes to a device tensor (a copy recorded, not yet run), then
+    -- is overwritten by a read: the copy out must still see the old values
+    local old = p:narrow(1, 1001, 1000):clone()
+    local y = ember.empty(1000, { device = V })
+    y:copy_(p:narrow(1, 1001, 1000))
+    for _, part in ipairs({ { 1, 1000 }, { 1001, 1000 }, { 2001, 1000 } }) do
+      p:narrow(1, part[1], part[2]):copy_(x:narrow(1, part[1], part[2]))
+    end
+    assert.are.same(x:to('cpu'):totable(), p:totable())
+    assert.are.same(old:totable(), y:to('cpu'):totable())
+    assert.is_true(p:is_pinned())
+  end)
+
   it('counts pinned bytes as CPU memory while the tensor lives', function()
     -- through the C calls alone, so that no Lua collection frees anything in between
     local C = require('ember.core').C

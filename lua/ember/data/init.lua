@@ -1,6 +1,6 @@
 -- ember.data: datasets, the DataLoader, and readers for data files (docs/api/data.md).
 --
---   ember.data.Dataset, TensorDataset, DataLoader, collate
+--   ember.data.Dataset, TensorDataset, DataLoader, DistributedSampler, collate
 --   ember.data.read_idx(path), read_npy(path), write_npy(path, x), read_csv(path, opts),
 --   set_gzip_limit(bytes), gzip_limit()
 --
@@ -10,6 +10,7 @@ local tensor = require 'ember.tensor'
 local dataset = require 'ember.data.dataset'
 local loader = require 'ember.data.loader'
 local collate = require 'ember.data.collate'
+local sampler = require 'ember.data.sampler'
 
 local C, own, check = core.C, core.own, core.check
 
@@ -17,6 +18,7 @@ local M = {
   Dataset = dataset.Dataset,
   TensorDataset = dataset.TensorDataset,
   DataLoader = loader.DataLoader,
+  DistributedSampler = sampler.DistributedSampler,
   collate = collate.default,
 }
 

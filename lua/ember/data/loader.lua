@@ -15,6 +15,11 @@
 -- gather rows of tensors; they serve TensorDatasets (and subclasses that keep its get) on the
 -- CPU with the default collate. Other datasets load in the main thread; with num_workers > 0
 -- the loader says so once on stderr. Batches are the same either way.
+--
+-- Samplers. {sampler = ember.data.DistributedSampler(ds, ...)} reads the sampler's indices
+-- for the epoch instead (shuffle then belongs to the sampler); the loader moves the sampler to
+-- the next epoch after each, and state() records the sampler's global position, so a job
+-- resumes at another number of processes (ember/data/sampler.lua).
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local class = require 'ember.data.class'
@@ -43,7 +48,7 @@ local function check_count(fn, what, v, min, max)
 end
 
 local options = { batch_size = true, shuffle = true, drop_last = true, num_workers = true,
-  seed = true, collate = true, prefetch = true, pin_memory = true }
+  seed = true, collate = true, prefetch = true, pin_memory = true, sampler = true }
 
 function DataLoader:init(ds, opts)
   if (type(ds) ~= 'table' and type(ds) ~= 'userdata') or type(ds.size) ~= 'function'
@@ -78,6 +83,18 @@ function DataLoader:init(ds, opts)
   self.prefetch = check_count('DataLoader', 'prefetch', opts.prefetch or
     math.max(2 * self.num_workers, 1), 1, 1024)
   self.collate = opts.collate
+  if opts.sampler ~= nil then
+    local sp = opts.sampler
+    if (type(sp) ~= 'table' and type(sp) ~= 'userdata') or type(sp.indices) ~= 'function'
+        or type(sp.num_samples) ~= 'function' then
+      error('DataLoader: expected sampler to be a sampler (DistributedSampler), got ' ..
+        type(sp), 3)
+    end
+    if opts.shuffle then
+      error('DataLoader: sampler and shuffle = true cannot go together (the sampler shuffles)', 3)
+    end
+    self.sampler = sp
+  end
   if opts.seed ~= nil then
     self.seed = check_count('DataLoader', 'seed', opts.seed, 0, 2 ^ 53)
   elseif self.shuffle then
@@ -103,8 +120,14 @@ local function num_batches(n, bs, drop_last)
   return math.ceil(n / bs)
 end
 
+-- Samples one epoch reads: the dataset's, or this process's share under a sampler.
+local function epoch_samples(self)
+  if self.sampler then return self.sampler:num_samples() end
+  return dataset_size(self.dataset)
+end
+
 function DataLoader:size()
-  return num_batches(dataset_size(self.dataset), self.batch_size, self.drop_last)
+  return num_batches(epoch_samples(self), self.batch_size, self.drop_last)
 end
 
 function DataLoader:__tostring()
@@ -130,8 +153,17 @@ end
 -- ---- resuming -------------------------------------------------------------------------------
 -- state() = {seed, epoch, batch}: the epoch in progress and the batches it has yielded, or the
 -- next epoch and 0 between epochs. load_state(s) makes the next iter() continue from there.
+-- With a sampler, state() = {seed, epoch, batch = 0, position}: the sampler's global position
+-- (samples the whole job consumed in the epoch), which any number of processes resumes from.
 function DataLoader:state()
   local p = self._progress
+  local sp = self.sampler
+  if sp then
+    local taken = p and math.min(p.batch * self.batch_size, p.samples) or 0
+    local s = p and { p.epoch, p.position } or { sp.epoch, sp.position }
+    local epoch, position = sp:position_after(s[1], s[2], taken)
+    return { seed = sp.seed, epoch = epoch, batch = 0, position = position }
+  end
   if p then return { seed = self.seed, epoch = p.epoch, batch = p.batch } end
   return { seed = self.seed, epoch = self.epoch, batch = self.start_batch }
 end
@@ -145,6 +177,19 @@ function DataLoader:load_state(s)
   self.epoch = check_count('load_state', 'epoch', s.epoch, 1, 2 ^ 32)
   self.start_batch = check_count('load_state', 'batch', s.batch or 0, 0)
   self._progress = nil
+  local sp = self.sampler
+  if sp then -- a plain loader's state counts batches of this loader's size
+    local position = s.position or self.start_batch * self.batch_size
+    sp:load_state({ seed = s.seed, epoch = self.epoch, position = position })
+    self.epoch, self.start_batch = sp.epoch, 0
+  elseif s.position ~= nil then -- a sampler's state, resumed by one process without a sampler
+    local position = check_count('load_state', 'position', s.position, 0)
+    if position % self.batch_size ~= 0 then
+      error(('load_state: position %d is not a whole number of batches of %d; resume with a ' ..
+        'DistributedSampler'):format(position, self.batch_size), 2)
+    end
+    self.start_batch = position / self.batch_size
+  end
 end
 
 function DataLoader:set_epoch(epoch)
@@ -152,6 +197,7 @@ function DataLoader:set_epoch(epoch)
   self.epoch = check_count('set_epoch', 'epoch', epoch, 1, 2 ^ 32)
   self.start_batch = 0
   self._progress = nil
+  if self.sampler then self.sampler:set_epoch(epoch) end
 end
 
 -- Ends the current iteration now: stops its workers and frees the batches they prepared.
@@ -299,16 +345,25 @@ end
 -- Runs the next epoch (or resumes where load_state says); ends any earlier iteration.
 function DataLoader:iter()
   self:close()
-  local n = dataset_size(self.dataset)
+  local sp = self.sampler
   local bs = self.batch_size
-  local nb = num_batches(n, bs, self.drop_last)
   local epoch, skip = self.epoch, self.start_batch
+  local order, progress
+  if sp then -- the sampler's epoch and position lead; the loader follows them
+    epoch = sp.epoch
+    order = sp:indices(epoch, sp.position)
+    progress = { epoch = epoch, batch = 0, position = sp.position, samples = order:size(1) }
+    sp.epoch, sp.position = epoch + 1, 0
+  else
+    order = self:order(epoch, dataset_size(self.dataset))
+    progress = { epoch = epoch, batch = skip }
+  end
+  local n = order:size(1)
+  local nb = num_batches(n, bs, self.drop_last)
   if skip > nb then
     error(('DataLoader: cannot resume at batch %d of an epoch of %d batches'):format(skip, nb), 2)
   end
-  local order = self:order(epoch, n)
   self.epoch, self.start_batch = epoch + 1, 0
-  local progress = { epoch = epoch, batch = skip }
   self._progress = progress
   local used = self.drop_last and nb * bs or n
   local first = skip * bs + 1

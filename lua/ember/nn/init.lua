@@ -15,7 +15,7 @@ local F = kernels
 nn.functional = F
 
 for _, name in ipairs({ 'containers', 'linear', 'conv', 'norm', 'activation', 'loss', 'rnn', 'rotary',
-  'transformer', 'encoding', 'torch7', 'activation_ext', 'loss_ext', 'functional_ext', 'conv3d' }) do
+  'transformer', 'encoding', 'torch7', 'activation_ext', 'loss_ext', 'functional_ext', 'conv3d', 'distributed' }) do
   local m = require('ember.nn.' .. name)
   for k, v in pairs(m) do
     if k == 'functional' then

@@ -340,6 +340,12 @@ vk_pinned *em_vk_pinned_find(vk_device *D, const void *src, size_t nbytes, uint6
 /* Records the copy of nbytes at `offset` of pinned buffer p into block b at byte dst. */
 int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t dst,
                       size_t nbytes);
+/* The pinned_read_start / pinned_read_poll slots (vk_pinned.c; backend.h). */
+uint64_t em_vk_pinned_read_start(const em_storage *s, size_t offset, void *dst, size_t nbytes);
+int em_vk_pinned_read_poll(int device, uint64_t ticket);
+/* A read from block b straight into pinned memory (vk_pinned.c). D->lock held. */
+int em_vk_pinned_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t src,
+                      size_t nbytes);
 /* Frees the cached pinned buffers no pending copy reads (memory.empty_cache). */
 void em_vk_pinned_release_all(vk_device *D);
 

@@ -140,6 +140,77 @@ int em_vk_pinned_copy(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, 
   return em_vk_count_dispatch(D);
 }
 
+/* Reads nbytes at `src` of block b straight into pinned buffer p at `offset`: one recorded copy,
+ * submitted and waited for, without a staging buffer or a memcpy (ember.distributed stages
+ * device tensors this way). The barrier before the copy orders it after earlier copies that
+ * read p (a pending copy to the device from the same range). D->lock held. */
+/* Records the read (barriers, copy) into the current batch; returns its serial, 0 on error. */
+static uint64_t record_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b,
+                            uint64_t src, size_t nbytes) {
+  VkCommandBuffer cmd = em_vk_cmd(D);
+  if (cmd == NULL) return 0;
+  vk_block *r[1] = {b};
+  em_vk_hazards(D, cmd, r, 1, NULL, 0);
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
+  D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             0, 1, &before, 0, NULL, 0, NULL);
+  VkBufferCopy region = {b->offset + src, offset, nbytes};
+  D->fn.vkCmdCopyBuffer(cmd, b->slab->buffer, p->buffer, 1, &region);
+  if (D->profile) em_vk_profile_stamp(D, cmd, -1, 0, "copy_to_host");
+  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  D->fn.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                             1, &after, 0, NULL, 0, NULL);
+  uint64_t serial = D->next_serial;
+  p->busy_until = serial;
+  return em_vk_submit(D) == 0 ? serial : 0;
+}
+
+int em_vk_pinned_read(vk_device *D, vk_pinned *p, uint64_t offset, vk_block *b, uint64_t src,
+                      size_t nbytes) {
+  uint64_t serial = record_read(D, p, offset, b, src, nbytes);
+  int rc = serial ? em_vk_wait_serial(D, serial) : -1;
+  if (rc == 0 && !D->mem.staging_coherent) {
+    VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
+                                 .memory = p->memory, .offset = 0, .size = VK_WHOLE_SIZE};
+    D->fn.vkInvalidateMappedMemoryRanges(D->dev, 1, &range);
+  }
+  return rc;
+}
+
+/* The pinned_read_start slot: the read above, submitted but not waited for. Pinned memory that
+ * is not host-coherent would need an invalidate after the copy, which the poll cannot do
+ * without the buffer: there the read is synchronous, and the ticket is already complete. */
+uint64_t em_vk_pinned_read_start(const em_storage *s, size_t offset, void *dst, size_t nbytes) {
+  vk_device *D = em_vk_device(s->device_id);
+  vk_block *b = s->backend_ctx;
+  pthread_mutex_lock(&D->lock);
+  uint64_t into, serial = 0;
+  vk_pinned *p = em_vk_pinned_find(D, dst, nbytes, &into);
+  if (p == NULL) {
+    em_error("%s: a read into pinned memory needs a destination in that device's pinned memory",
+             D->name);
+  } else if (!D->mem.staging_coherent) {
+    if (em_vk_pinned_read(D, p, into, b, offset, nbytes) == 0) serial = 1; /* done already */
+  } else {
+    serial = record_read(D, p, into, b, offset, nbytes);
+  }
+  pthread_mutex_unlock(&D->lock);
+  return serial;
+}
+
+/* The pinned_read_poll slot: asks the fences, never waits. */
+int em_vk_pinned_read_poll(int device, uint64_t ticket) {
+  vk_device *D = em_vk_device(device);
+  pthread_mutex_lock(&D->lock);
+  int rc = em_vk_poll_serial(D, ticket);
+  pthread_mutex_unlock(&D->lock);
+  return rc;
+}
+
 bool em_vk_pinned_live(vk_device *D) {
   for (vk_pinned *p = D->pinned; p; p = p->next)
     if (p->in_use) return true;

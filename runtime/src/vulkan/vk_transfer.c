@@ -5,7 +5,8 @@
  * A write of a few aligned bytes is recorded inline (vkCmdUpdateBuffer). A larger write copies
  * the host data into a free staging buffer and records a buffer copy into the current batch: it returns without waiting, and the staging buffer stays busy until that batch
  * completes. A read records the copy into a staging buffer, submits, waits for that batch (the
- * only place besides synchronize where the host waits), then copies out. Transfers larger than
+ * only place besides synchronize where the host waits), then copies out (a read into pinned
+ * memory copies straight there instead). Transfers larger than
  * a staging piece go piece by piece. Staging buffers are kept for reuse, up to a bound, and
  * released by memory.empty_cache.
  */
@@ -178,6 +179,13 @@ int em_vk_read(const em_storage *s, size_t offset, void *dst, size_t nbytes) {
   vk_block *b = s->backend_ctx;
   int rc = 0;
   pthread_mutex_lock(&D->lock);
+  uint64_t into;
+  vk_pinned *pinned = nbytes ? em_vk_pinned_find(D, dst, nbytes, &into) : NULL;
+  if (pinned != NULL) { /* straight into pinned memory: no staging copy */
+    rc = em_vk_pinned_read(D, pinned, into, b, offset, nbytes);
+    pthread_mutex_unlock(&D->lock);
+    return rc;
+  }
   for (size_t done = 0; done < nbytes && rc == 0;) {
     uint64_t n = nbytes - done < PIECE ? nbytes - done : PIECE;
     vk_staging *st = get_staging(D, n);
