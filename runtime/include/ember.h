@@ -968,8 +968,8 @@ EM_API int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64
  * affine ones, which need their group). 0, or -1 with the error set. */
 EM_API int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, em_tensor *out);
 /* em_quant_linear with the affine formats' group and symmetric (as em_quant_dequantize; ignored
- * by the other formats). On a Vulkan device (x, blocks and out on one): every format, float32
- * x and out; m <= 8 rows take a matrix-vector kernel (Q8_0 and Q4_0 through packed int8 dot
+ * by the other formats). On a Vulkan device (x, blocks and out on one): every format; x and out
+ * float32, float16 or bfloat16 (16-bit ones go through float32 copies); m <= 8 rows take a matrix-vector kernel (Q8_0 and Q4_0 through packed int8 dot
  * products where the device has them: x then quantized to int8 per 32 as on the CPU), larger m
  * a tiled kernel dequantizing into shared memory, float32 accumulation (docs/api/quant.md).
  * On the CPU: em_quant_linear. 0, or -1 with the error set. */

@@ -7,6 +7,7 @@ local VK = require('vk_helpers').open('vulkan quant linear')
 if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
 local Q = ember.quant
+local ffi = require 'ffi'
 
 local function rand_rows(rows, cols, scale)
   local t = {}
@@ -195,6 +196,39 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     ]]):format(V, V), 'EMBER_VK_TEST=small-grid')
     assert.are.equal(0, rc, err)
     assert.are.equal('true\n', out)
+  end)
+
+  it('float16 and bfloat16 x and out through the C function (float32 arithmetic)', function()
+    H.seed(9)
+    local C = ember.C
+    local q = Q.quantize(ember.tensor(rand_rows(9, 64, 2)), { format = 'q4_1' })
+    local g = q:to(V)
+    local w = q:dequantize():totable()
+    for _, dt in ipairs({ 'float16', 'bfloat16' }) do
+      for _, m in ipairs({ 2, 12 }) do
+        -- x rounded to dt first, so the reference sees the same activations
+        local x = ember.tensor(rand_rows(m, 64, 2)):to(dt)
+        local xt = x:float():totable()
+        local out = ember.empty({ m, 9 }, { dtype = dt, device = V })
+        assert.are.equal(0, C.em_quant_linear_grouped(x:to(V).ptr, g.blocks.ptr, 2, 0, 0, out.ptr))
+        -- out is the float32 result rounded to dt: within half its ulp (2^-9 or 2^-12 relative)
+        local got = out:cpu():float():totable()
+        local rel = dt == 'float16' and 2 ^ -10 or 2 ^ -7
+        for i = 1, m do
+          for j = 1, 9 do
+            local ref, mag = 0, 0
+            for l = 1, 64 do ref = ref + xt[i][l] * w[j][l]; mag = mag + math.abs(xt[i][l] * w[j][l]) end
+            assert.is_true(math.abs(got[i][j] - ref) <= rel * math.abs(ref) + 1e-5 * mag,
+              ('%s m=%d out[%d][%d] = %g, expected %g'):format(dt, m, i, j, got[i][j], ref))
+          end
+        end
+      end
+    end
+    local xi = ember.zeros({ 1, 64 }, { dtype = 'int32' }):to(V)
+    local out = ember.empty({ 1, 9 }, { device = V })
+    assert.are.equal(-1, C.em_quant_linear_grouped(xi.ptr, g.blocks.ptr, 2, 0, 0, out.ptr))
+    assert.matches('quant_linear: not implemented on ' .. V .. ' for int32 activations',
+      ffi.string(C.em_last_error()), 1, true)
   end)
 
   it('refuses mismatched devices and shapes with the function named', function()

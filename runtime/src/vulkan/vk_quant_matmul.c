@@ -3,6 +3,9 @@
  * device, out[m, n] = sum_k x[m, k] W[n, k], W held as blocks (every format of em_quant_format)
  * and never expanded into memory.
  *
+ * x and out may also be float16 or bfloat16: x is widened into a float32 copy and the float32
+ * result rounded into out (through_float32); the kernels themselves read and write float32.
+ *
  * Two kernels, chosen by the number of activation rows:
  *   m <= 8  quant_matvec: token generation is bound by reading W once, so a workgroup streams a
  *           few weight rows (coalesced, 32 lanes per row) and applies each decoded weight to
@@ -188,6 +191,29 @@ static int launch(vk_device *D, const em_tensor *x, const em_tensor *blocks, int
 #endif
 }
 
+static bool float_dtype(int d) { return d == EM_FLOAT32 || d == EM_FLOAT16 || d == EM_BFLOAT16; }
+
+/* 16-bit x or out: the kernels read and write float32, so x is widened into a float32 copy and
+ * the float32 result rounded into out (the arithmetic is the float32 path's either way). */
+static int through_float32(const em_tensor *x, const em_tensor *blocks, int format, int64_t group,
+                           int symmetric, em_tensor *out) {
+  em_tensor *xf = NULL, *of = NULL;
+  int rc = -1;
+  if (x->dtype_id != EM_FLOAT32) {
+    if ((xf = em_empty(2, x->sizes, EM_FLOAT32, x->device_id)) == NULL || em_vk_copy(xf, x) != 0)
+      goto done;
+  }
+  if (out->dtype_id != EM_FLOAT32 &&
+      (of = em_empty(2, out->sizes, EM_FLOAT32, out->device_id)) == NULL)
+    goto done;
+  rc = em_vk_quant_linear(xf ? xf : x, blocks, format, group, symmetric, of ? of : out);
+  if (rc == 0 && of) rc = em_vk_copy(out, of);
+done:
+  em_release(xf);
+  em_release(of);
+  return rc;
+}
+
 int em_vk_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, int64_t group,
                        int symmetric, em_tensor *out) {
   EM_NOT_NULL(-1, x);
@@ -202,15 +228,17 @@ int em_vk_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, 
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "quant_linear: not implemented on %s for "
                              "format %d", D->name, format);
   if (em_quant_block_size(format, group, symmetric, &be, &bb) != 0) return -1;
-  if (x->dtype_id != EM_FLOAT32 || out->dtype_id != EM_FLOAT32)
+  if (!float_dtype(x->dtype_id) || !float_dtype(out->dtype_id))
     return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "quant_linear: not implemented on %s for "
-                             "%s activations (float32 x and out only)", D->name,
-                             em_dtype_name((em_dtype)(x->dtype_id != EM_FLOAT32 ? x->dtype_id
+                             "%s activations (float32, float16 or bfloat16 x and out)", D->name,
+                             em_dtype_name((em_dtype)(!float_dtype(x->dtype_id) ? x->dtype_id
                                                                                  : out->dtype_id)));
   if (x->ndim != 2 || out->ndim != 2 || !em_is_contiguous(x) || !em_is_contiguous(out) ||
       blocks->dtype_id != EM_UINT8 || !em_is_contiguous(blocks))
-    return em_error("quant_linear: expected contiguous float32 x [M, K] and out [M, N], and "
+    return em_error("quant_linear: expected contiguous x [M, K] and out [M, N], and "
                     "contiguous uint8 blocks");
+  if (x->dtype_id != EM_FLOAT32 || out->dtype_id != EM_FLOAT32)
+    return through_float32(x, blocks, format, group, symmetric, out);
   int64_t m = x->sizes[0], k = x->sizes[1], n = out->sizes[1];
   if (out->sizes[0] != m || k % be != 0 || em_numel(blocks) != n * (k / be) * bb)
     return em_error("quant_linear: expected x [M, K] (K whole blocks of %lld), out [M, N] and "
