@@ -15,8 +15,10 @@
  *           float16 matmul runs on tensor cores, quant_mm_coop (kernels/coopmat/): the same
  *           staging in float16, products on subgroup-scope cooperative matrices, float32
  *           accumulation; EMBER_VK_QUANT_COOP=0 keeps quant_mm there.
- * For Q8_0, Q4_0, Q4_K and Q6_K at m <= 8, where the build has GL_EXT_integer_dot_product (EMBER_VK_GLSL_INT_DOT)
- * and the device enabled shaderIntegerDotProduct (em_vk_quant_setup), the activation rows are
+ * (EMBER_VK_QUANT_MATVEC_MAX moves the limit of 8, for measurements.)
+ * For Q8_0, Q4_0, Q4_K and Q6_K at m <= 8, where the build has GL_EXT_integer_dot_product
+ * (EMBER_VK_GLSL_INT_DOT) and the device enabled shaderIntegerDotProduct (em_vk_quant_setup), the
+ * activation rows are
  * first quantized to int8 per 32 (quant_act.comp) and the matrix-vector kernel multiplies packed
  * int8 codes (intdot/quant_matvec_dot.comp), as the CPU kernel does; its results then carry the
  * activation's int8 rounding (about 0.4% of a block's largest |x|), the plain kernel's only
