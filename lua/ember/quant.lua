@@ -4,7 +4,7 @@
 --   q:dequantize({dtype=})                                  a dense tensor on q's device
 --   q:to(device), q:cpu()                                   the blocks moved, bytes unchanged
 --   ember.quant.save(path, obj) / ember.quant.load(path)    checkpoints holding QTensors
---   ember.quant.linear(x, w [, bias])                       x W^T + b, W quantized (CPU q8_0/q4_0, Vulkan all)
+--   ember.quant.linear(x, w [, bias])                       x W^T + b, W quantized (CPU ggml formats, Vulkan all)
 --   ember.quant.quantize_model(model, {format=, ...})      Linear layers replaced in place
 --                                                           (lua/ember/quant/model.lua)
 --
@@ -193,9 +193,10 @@ function QTensor:dequantize(opts)
 end
 
 -- x [..., K] (floating) times a quantized weight w [N, K], as nn.Linear: [..., N], plus bias.
--- CPU: Q8_0 and Q4_0 (runtime/src/quant/quant_matmul.c), others raise "not implemented";
--- Vulkan: every format (runtime/src/vulkan/vk_quant_matmul.c).
-local LINEAR = { q8_0 = true, q4_0 = true }
+-- CPU, the ggml formats (runtime/src/quant/quant_matmul.c, kernels in runtime/src/quant/cpu);
+-- int8/int4 raise "not implemented" there; Vulkan: every format (runtime/src/vulkan/
+-- vk_quant_matmul.c).
+local LINEAR = { q8_0 = true, q4_0 = true, q4_1 = true, q4_k = true, q6_k = true }
 function M.linear(x, w, bias)
   local fn = 'ember.quant.linear'
   if not tensor.is_tensor(x) then error(('%s: expected x to be a tensor, got %s'):format(fn, type(x)), 2) end
@@ -211,7 +212,7 @@ function M.linear(x, w, bias)
     error(('%s: expected x and w on one device, got %s and %s'):format(fn, dev, wdev), 2)
   end
   if dev == 'cpu' and not LINEAR[w.format] then
-    error(('%s: format %s is not implemented on cpu (q8_0 and q4_0 are)'):format(fn, w.format), 2)
+    error(('%s: format %s is not implemented on cpu (q8_0, q4_0, q4_1, q4_k and q6_k are)'):format(fn, w.format), 2)
   end
   local lead = {}
   for i = 1, x:dim() - 1 do lead[i] = x:size(i) end

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 echo "Ember benchmarks on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 "./$BUILD/bench_matmul"
+"./$BUILD/bench_quant"
 "./$BUILD/ember" tests/bench/matmul_bf16.lua
 "./$BUILD/ember" tests/bench/matmul_batched.lua
 "./$BUILD/ember" tests/bench/attention.lua

@@ -14,7 +14,7 @@
 --   ember ddp <model> <precision> gpus <N> <samples/s> samples/s <ms> ms/step   (N with DDP)
 --   ember single <model> <precision> <samples/s> samples/s <ms> ms/step         (no mpirun)
 -- A step is zero_grad, forward, loss, backward (with the gradient all-reduce), optimizer step;
--- 3 warm-up steps, then the median of 5 runs of 10 steps, each run ended by a synchronization
+-- 10 warm-up steps, then the median of 5 runs of 20 steps, each run ended by a synchronization
 -- of the device and a barrier (so it counts the slowest rank).
 local G = require 'ember.models.gpt'
 local B = dofile('tests/bench/bench.lua')
@@ -48,7 +48,7 @@ local function gpt_job()
   ember.manual_seed(1)
   local model = G.GPT { vocab_size = 65, block_size = c.block, n_layer = c.n_layer,
     n_head = c.n_head, n_embd = c.n_embd }:to(dev)
-  local net = dist and ember.nn.DistributedDataParallel(model) or model
+  local net = dist and ember.nn.DistributedDataParallel(model, { bucket_mb = tonumber(os.getenv('EMBER_DDP_BUCKET_MB') or '25') }) or model
   local opt = G.optimizer(model, { lr = 1e-3, weight_decay = 0.1 })
   ember.manual_seed(100 + rank)
   local x = ember.randint(1, 66, { c.batch, c.block }):to(dev)
@@ -60,7 +60,7 @@ local function cnn_job()
   local batch = smoke and 16 or 256
   ember.manual_seed(1)
   local model = require('ember.models').build('cnn'):to(dev)
-  local net = dist and ember.nn.DistributedDataParallel(model) or model
+  local net = dist and ember.nn.DistributedDataParallel(model, { bucket_mb = tonumber(os.getenv('EMBER_DDP_BUCKET_MB') or '25') }) or model
   local opt = ember.optim.Adam(model:parameters(), { lr = 1e-3 })
   local criterion = ember.nn.CrossEntropyLoss()
   ember.manual_seed(100 + rank)
@@ -76,14 +76,14 @@ local function time_steps(job)
     opt:zero_grad()
     recipe:step(recipe:forward(loss_of), opt)
   end
-  for _ = 1, 3 do step() end
+  for _ = 1, smoke and 3 or 10 do step() end
   sync()
   local runs = {}
   for r = 1, smoke and 2 or 5 do
     local t0 = B.now()
-    for _ = 1, smoke and 2 or 10 do step() end
+    for _ = 1, smoke and 2 or 20 do step() end
     sync()
-    runs[r] = (B.now() - t0) / (smoke and 2 or 10)
+    runs[r] = (B.now() - t0) / (smoke and 2 or 20)
   end
   local s = B.median(runs)
   if dist then

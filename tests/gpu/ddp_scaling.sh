@@ -13,8 +13,10 @@
 #   PRECISION=fp32     fp32, bf16 or fp16, for both frameworks
 #   ALLREDUCE=1        0 skips the bandwidth sweep (dist_bench.sh, on every GPU)
 #   SMOKE=1            tiny sizes on the CPU (gloo for PyTorch), to try the script anywhere
-#   CMA=1              let Open MPI's shared memory use cross-process reads (off by default:
-#                      containers without ptrace refuse them)
+#   CMA=1              Open MPI's shared memory with cross-process reads (the default: 2-3x the
+#                      bandwidth of copy-in/copy-out on the H200 host); CMA=0 turns them off, for
+#                      containers without ptrace, which refuse them
+#   BUCKET_MB=25       DDP's bucket size
 # The summary at the end, per framework and model:
 #   efficiency <ember|torch> <model> <precision> gpus <N> <throughput(N) / (N x throughput(1))>
 #   gap <model> <precision> gpus <N> <Ember's efficiency - PyTorch's, in points>
@@ -52,11 +54,13 @@ P=${PRECISION:-fp32}
 # --bind-to none: Open MPI would otherwise pin each rank to one core, starving Ember's threads;
 # -x: the ranks get the program's libraries and Vulkan driver settings
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# containers without ptrace refuse Open MPI's cross-process reads (docs/distributed.md); CMA=1
-# keeps them (faster shared memory where allowed)
-[ "${CMA:-0}" = 1 ] || export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# containers without ptrace refuse Open MPI's cross-process reads (docs/distributed.md); CMA=0
+# turns them off. Set explicitly either way: the GPU host's environment turns them off.
+if [ "${CMA:-1}" = 1 ]; then export OMPI_MCA_btl_vader_single_copy_mechanism=cma
+else export OMPI_MCA_btl_vader_single_copy_mechanism=none; fi
+export EMBER_DDP_BUCKET_MB=${BUCKET_MB:-25}
 MPIRUN=(mpirun --oversubscribe --bind-to none)
-for v in LD_LIBRARY_PATH VK_DRIVER_FILES VK_ICD_FILENAMES; do [ -n "${!v:-}" ] && MPIRUN+=(-x "$v"); done
+for v in LD_LIBRARY_PATH VK_DRIVER_FILES VK_ICD_FILENAMES EMBER_DDP_BUCKET_MB; do [ -n "${!v:-}" ] && MPIRUN+=(-x "$v"); done
 say() { echo "$@" | tee -a "$LOG"; }
 say "== ddp scaling: GPUs $GPUS, models ${MODELS:-gpt cnn}, precision $P, $(mpirun --version 2>&1 | head -1)"
 

@@ -6,8 +6,8 @@ and the single-GPU step without DDP as the baseline. Eager mode, TF32 off.
        6 layers, 6 heads, width 384, AdamW, random tokens
   cnn  the Fashion-MNIST CNN of tests/gpu/torch_cnn.py at batch 256 per GPU, Adam
 
-A step is zero_grad, forward, loss, backward, optimizer step; 3 warm-up steps, then the median
-of 5 runs of 10 steps, each ended by torch.cuda.synchronize and a barrier.
+A step is zero_grad, forward, loss, backward, optimizer step; 10 warm-up steps, then the median
+of 5 runs of 20 steps, each ended by torch.cuda.synchronize and a barrier.
 
 usage: torch_ddp.py <gpt|cnn> <N> [--precision fp32|bf16|fp16] [--smoke]
   N = 1 times one process without DDP; --smoke: tiny sizes on the CPU with gloo.
@@ -101,8 +101,8 @@ def run(rank, world, what, precision, smoke, port):
         if ddp:
             dist.barrier()
 
-    steps, reps = (2, 2) if smoke else (10, 5)
-    for _ in range(3):
+    steps, reps = (2, 2) if smoke else (20, 5)
+    for _ in range(3 if smoke else 10):
         step()
     sync()
     runs = []

@@ -221,13 +221,20 @@ describe('ember.quant.linear', function()
       check(fmt, 3, 130, 64, 3)
     end)
   end
+  for _, fmt in ipairs({ 'q4_1', 'q4_k', 'q6_k' }) do
+    it(fmt .. ' matches float64 within the activation rounding', function()
+      local k = fmt == 'q4_1' and 96 or 256
+      check(fmt, 1, 37, k, 4)
+      check(fmt, 5, 17, 2 * k, 5)
+    end)
+  end
   it('keeps leading dimensions, adds the bias, refuses what has no kernel', function()
     local q = Q.quantize(ember.ones({ 4, 64 }), { format = 'q8_0' })
     local y = Q.linear(ember.ones({ 2, 3, 64 }), q, ember.ones({ 4 }))
     assert.are.same({ 2, 3, 4 }, { y:size(1), y:size(2), y:size(3) })
     assert.is_true(math.abs(y[{ 2, 3, 4 }]:item() - 65) < 0.01)  -- 64 * (127 * fp16(1/127)) + 1
-    assert.matches('format q4_k is not implemented on cpu', select(2, pcall(Q.linear, ember.ones({ 1, 256 }),
-      Q.quantize(ember.ones({ 2, 256 }), { format = 'q4_k' }))))
+    assert.matches('format int8 is not implemented on cpu', select(2, pcall(Q.linear, ember.ones({ 1, 256 }),
+      Q.quantize(ember.ones({ 2, 256 }), { format = 'int8' }))))
     assert.matches("expected x's last dimension to be 64", select(2, pcall(Q.linear, ember.ones({ 1, 32 }), q)))
   end)
 end)
@@ -258,8 +265,10 @@ describe('ember.quant.quantize_model', function()
     Q.quantize_model(net, { format = 'q4_0', verbose = false })
     assert.is_true((net:forward(x) - before):abs():max():item() < 0.5)
     local m2 = nn.Sequential(nn.Linear(64, 4))
-    local _, r2 = Q.quantize_model(m2, { format = 'q4_k', modules = { 'Linear' }, verbose = false })
-    assert.matches('format q4_k has no Linear kernel yet', r2.skipped[1][2])
+    local _, r2 = Q.quantize_model(m2, { format = 'int4', modules = { 'Linear' }, verbose = false })
+    assert.matches('format int4 has no Linear kernel yet', r2.skipped[1][2])
+    local _, r3 = Q.quantize_model(nn.Sequential(nn.Linear(64, 4)), { format = 'q4_k', verbose = false })
+    assert.matches('in_features = 64 is not a multiple of the q4_k block %(256%)', r3.skipped[1][2])
     assert.matches("expected modules%[1%] to be 'Linear' or 'Embedding', got Conv2d",
       select(2, pcall(Q.quantize_model, m2, { format = 'q8_0', modules = { 'Conv2d' } })))
   end)

@@ -27,17 +27,19 @@ function QuantLinear:extra_repr()
 end
 M.QuantLinear = QuantLinear
 
-local LINEAR_FORMATS = { q8_0 = true, q4_0 = true }
+local LINEAR_FORMATS = { q8_0 = true, q4_0 = true, q4_1 = true, q4_k = true, q6_k = true }
+local BLOCK = { q4_k = 256, q6_k = 256 }  -- the others: 32
 
 -- Why `m` (a Linear) cannot become a QuantLinear in `format`, or nil.
 local function linear_obstacle(m, format)
   if not LINEAR_FORMATS[format] then
-    return ('format %s has no Linear kernel yet (q8_0 and q4_0 have)'):format(format)
+    return ('format %s has no Linear kernel yet (q8_0, q4_0, q4_1, q4_k and q6_k have)'):format(format)
   end
   local dev = tostring(m.weight:device())
   if dev ~= 'cpu' then return ('format %s is not implemented on %s'):format(format, dev) end
-  if m.in_features % 32 ~= 0 then
-    return ('in_features = %d is not a multiple of the %s block (32)'):format(m.in_features, format)
+  local block = BLOCK[format] or 32
+  if m.in_features % block ~= 0 then
+    return ('in_features = %d is not a multiple of the %s block (%d)'):format(m.in_features, format, block)
   end
   return nil
 end
