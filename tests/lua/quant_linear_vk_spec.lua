@@ -231,6 +231,19 @@ describe('vulkan quant.linear (' .. V .. ')', function()
       ffi.string(C.em_last_error()), 1, true)
   end)
 
+  it('em_quant_linear_grouped on the CPU takes the affine formats with their group', function()
+    H.seed(10)
+    local C = ember.C
+    local q = Q.quantize(ember.tensor(rand_rows(7, 128, 2)), { format = 'int4', group = 64 })
+    local x = rand_rows(3, 128, 2)
+    local out = ember.empty({ 3, 7 })
+    assert.are.equal(0, C.em_quant_linear_grouped(ember.tensor(x).ptr, q.blocks:contiguous().ptr,
+      6, 64, 0, out.ptr))
+    check(out:totable(), x, q:dequantize():totable(), true)
+    assert.are.equal(-1, C.em_quant_linear(ember.tensor(x).ptr, q.blocks:contiguous().ptr, 6, out.ptr))
+    assert.matches('call em_quant_linear_grouped', ffi.string(C.em_last_error()), 1, true)
+  end)
+
   it('refuses mismatched devices and shapes with the function named', function()
     local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
     local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }), g)
