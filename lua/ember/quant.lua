@@ -4,7 +4,7 @@
 --   q:dequantize({dtype=})                                  a dense tensor on q's device
 --   q:to(device), q:cpu()                                   the blocks moved, bytes unchanged
 --   ember.quant.save(path, obj) / ember.quant.load(path)    checkpoints holding QTensors
---   ember.quant.linear(x, w [, bias])                       x W^T + b, W quantized (CPU, ggml formats)
+--   ember.quant.linear(x, w [, bias])                       x W^T + b, W quantized (CPU ggml formats, Vulkan all)
 --   ember.quant.quantize_model(model, {format=, ...})      Linear layers replaced in place
 --                                                           (lua/ember/quant/model.lua)
 --
@@ -194,7 +194,8 @@ end
 
 -- x [..., K] (floating) times a quantized weight w [N, K], as nn.Linear: [..., N], plus bias.
 -- CPU, the ggml formats (runtime/src/quant/quant_matmul.c, kernels in runtime/src/quant/cpu);
--- int8/int4 raise "not implemented".
+-- int8/int4 raise "not implemented" there; Vulkan: every format (runtime/src/vulkan/
+-- vk_quant_matmul.c).
 local LINEAR = { q8_0 = true, q4_0 = true, q4_1 = true, q4_k = true, q6_k = true }
 function M.linear(x, w, bias)
   local fn = 'ember.quant.linear'
@@ -206,20 +207,24 @@ function M.linear(x, w, bias)
     error(('%s: expected x\'s last dimension to be %d (the weight\'s K), got %s'):format(fn, k,
       x:dim() < 1 and 'a scalar' or tostring(x:size(x:dim()))), 2)
   end
-  local dev = tostring(x:device())
-  if dev ~= 'cpu' or tostring(w:device()) ~= 'cpu' then
-    error(('%s: format %s is not implemented on %s'):format(fn, w.format,
-      dev ~= 'cpu' and dev or tostring(w:device())), 2)
+  local dev, wdev = tostring(x:device()), tostring(w:device())
+  if dev ~= wdev then
+    error(('%s: expected x and w on one device, got %s and %s'):format(fn, dev, wdev), 2)
   end
-  if not LINEAR[w.format] then
+  if dev == 'cpu' and not LINEAR[w.format] then
     error(('%s: format %s is not implemented on cpu (q8_0, q4_0, q4_1, q4_k and q6_k are)'):format(fn, w.format), 2)
   end
   local lead = {}
   for i = 1, x:dim() - 1 do lead[i] = x:size(i) end
   local x2 = x:float():contiguous():view(-1, k)
-  local out = creation.empty({ x2:size(1), n }, { dtype = 'float32' })
+  local out = creation.empty({ x2:size(1), n }, { dtype = 'float32', device = x2:device() })
   if x2:size(1) > 0 and n > 0 then
-    check(C.em_quant_linear(x2.ptr, w.blocks:contiguous().ptr, FORMATS[w.format], out.ptr))
+    if dev == 'cpu' then
+      check(C.em_quant_linear(x2.ptr, w.blocks:contiguous().ptr, FORMATS[w.format], out.ptr))
+    else  -- Vulkan: every format (runtime/src/vulkan/vk_quant_matmul.c)
+      check(C.em_quant_linear_grouped(x2.ptr, w.blocks:contiguous().ptr, FORMATS[w.format],
+        w.group or 0, w.symmetric and 1 or 0, out.ptr))
+    end
   end
   lead[#lead + 1] = n
   out = out:view(unpack(lead))

@@ -817,6 +817,15 @@ static int case1_em_quant_linear_blocks(void) {
 static int case1_em_quant_linear_out(void) {
   return em_quant_linear(fx_t, fx_t, (int)1, NULL) == -1;
 }
+static int case1_em_quant_linear_grouped_x(void) {
+  return em_quant_linear_grouped(NULL, fx_t, (int)1, (int64_t)1, (int)1, fx_t) == -1;
+}
+static int case1_em_quant_linear_grouped_blocks(void) {
+  return em_quant_linear_grouped(fx_t, NULL, (int)1, (int64_t)1, (int)1, fx_t) == -1;
+}
+static int case1_em_quant_linear_grouped_out(void) {
+  return em_quant_linear_grouped(fx_t, fx_t, (int)1, (int64_t)1, (int)1, NULL) == -1;
+}
 static int case1_em_gguf_kv_key_g(void) {
   return em_gguf_kv_key(NULL, (int64_t)1, fx_i64) == NULL;
 }
@@ -1115,6 +1124,9 @@ static const one_null_case one_null_cases[] = {
   {"em_quant_linear", "x", "quant_linear", case1_em_quant_linear_x},
   {"em_quant_linear", "blocks", "quant_linear", case1_em_quant_linear_blocks},
   {"em_quant_linear", "out", "quant_linear", case1_em_quant_linear_out},
+  {"em_quant_linear_grouped", "x", "quant_linear_grouped", case1_em_quant_linear_grouped_x},
+  {"em_quant_linear_grouped", "blocks", "quant_linear_grouped", case1_em_quant_linear_grouped_blocks},
+  {"em_quant_linear_grouped", "out", "quant_linear_grouped", case1_em_quant_linear_grouped_out},
   {"em_gguf_kv_key", "g", "gguf_kv_key", case1_em_gguf_kv_key_g},
   {"em_gguf_kv_type", "g", "gguf_kv_type", case1_em_gguf_kv_type_g},
   {"em_gguf_kv_value", "g", "gguf_kv_value", case1_em_gguf_kv_value_g},

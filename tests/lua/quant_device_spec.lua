@@ -1,7 +1,6 @@
 -- quant_device_spec: QTensors on Vulkan (kernels/quant_dequant.comp): blocks moved to the
 -- device unchanged, dequantized there bit for bit as on the CPU (every format), on random
--- blocks, odd row counts and random raw bytes; quant.linear, which has no Vulkan kernel yet,
--- refuses with "not implemented on <device>" rather than going through the host.
+-- blocks, odd row counts and random raw bytes (quant.linear on Vulkan: quant_linear_vk_spec).
 local VK = require('vk_helpers').open('vulkan quant')
 if not VK then return end
 local H, ember, V = VK.H, VK.ember, VK.V
@@ -49,11 +48,4 @@ describe('vulkan quant (' .. V .. ')', function()
       assert.are.same(q:dequantize():to('float16'):float():totable(), h:cpu():float():totable())
     end)
   end
-
-  it('refuses what has no kernel, naming the device', function()
-    local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
-    local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }):to(V), g)
-    assert.is_false(ok)
-    assert.matches('format q8_0 is not implemented on ' .. V, err, 1, true)
-  end)
 end)
