@@ -114,7 +114,7 @@ local BATCH_PATHS = { 'tile', 'auto', 'matvec' }
 local coop_env, mv_env = os.getenv('EMBER_VK_QUANT_COOP'), os.getenv('EMBER_VK_QUANT_MATVEC_MAX')
 local function set_batch(p)
   setenv('EMBER_VK_QUANT_COOP', p == 'tile' and '0' or coop_env)
-  setenv('EMBER_VK_QUANT_MATVEC_MAX', p == 'matvec' and '64' or mv_env)
+  setenv('EMBER_VK_QUANT_MATVEC_MAX', p == 'matvec' and '64' or '8')
 end
 ember.zeros(1):to(dev)
 print('tensor cores: ' .. tostring(ember.device(dev):info().tensor_cores))

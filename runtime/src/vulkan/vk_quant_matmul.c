@@ -15,7 +15,8 @@
  *           float16 matmul runs on tensor cores, quant_mm_coop (kernels/coopmat/): the same
  *           staging in float16, products on subgroup-scope cooperative matrices, float32
  *           accumulation; EMBER_VK_QUANT_COOP=0 keeps quant_mm there.
- * (EMBER_VK_QUANT_MATVEC_MAX moves the limit of 8, for measurements.)
+ * The matrix-vector kernel takes up to 64 rows, 8 per pass (EMBER_VK_QUANT_MATVEC_MAX moves
+ * that limit).
  * For Q8_0, Q4_0, Q4_K and Q6_K at m <= 8, where the build has GL_EXT_integer_dot_product
  * (EMBER_VK_GLSL_INT_DOT) and the device enabled shaderIntegerDotProduct (em_vk_quant_setup), the
  * activation rows are
@@ -34,14 +35,18 @@
 #include "../quant/quant.h"
 
 enum { MATVEC_ROWS = 8, MATVEC_RPW = 4, MM_TILE = 64 };
+/* Up to 64 rows the matrix-vector kernel, in 8-row passes, beat the tiles on an H200: at m = 64,
+ * 4096 x 4096, 0.13 ms against 0.34 ms for the float16 tensor-core tiles and 0.44 ms for the
+ * float32 ones (docs/performance.md). */
+enum { MATVEC_MAX_DEFAULT = 64 };
 
 /* Up to how many rows of x the matrix-vector kernel runs (it walks x in chunks of 8, one pass
- * over the weight each, which the cache may serve): 8, or EMBER_VK_QUANT_MATVEC_MAX (read on
+ * over the weight each, which the cache may serve): 64, or EMBER_VK_QUANT_MATVEC_MAX (read on
  * every call), so a measurement can compare it with the tiled kernels at larger batches. */
 static int64_t matvec_max(void) {
   const char *env = getenv("EMBER_VK_QUANT_MATVEC_MAX");
-  long v = env && env[0] ? strtol(env, NULL, 10) : MATVEC_ROWS;
-  return v >= 0 ? (int64_t)v : MATVEC_ROWS;
+  long v = env && env[0] ? strtol(env, NULL, 10) : MATVEC_MAX_DEFAULT;
+  return v >= 0 ? (int64_t)v : MATVEC_MAX_DEFAULT;
 }
 
 static bool dot_enabled[EM_MAX_DEVICES]; /* by Ember device id: shaderIntegerDotProduct enabled */
