@@ -924,9 +924,20 @@ int em_quant_dequantize_tensor(const em_tensor *blocks, int format, int64_t grou
 /* out[m, n] = sum_k x[m, k] W[n, k] for a Q8_0, Q4_0, Q4_1, Q4_K or Q6_K weight W [N, K] held as
  * blocks (N rows of K / block weights), activations quantized to int8 per 32 (float scale),
  * int32 dot products (AVX-512 VNNI where the CPU has it; EMBER_QUANT_CPU=vnni|avx2|portable
- * forces a path). x [M, K], out [M, N]: contiguous float32, caller-owned; CPU only (other
- * devices and the affine formats: EM_ERR_NOT_IMPLEMENTED). 0, or -1 with the error set. */
+ * forces a path). x [M, K], out [M, N]: contiguous float32, caller-owned. The affine formats
+ * need em_quant_linear_grouped (EM_ERR_NOT_IMPLEMENTED here); on a Vulkan device see
+ * em_quant_linear_grouped. 0, or -1 with the error set. */
 int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, em_tensor *out);
+/* em_quant_linear with the affine formats' group and symmetric (as em_quant_dequantize; ignored
+ * by the other formats). On a Vulkan device (x, blocks and out on one): every format; x and out
+ * float32, float16 or bfloat16 (16-bit ones go through float32 copies); m <= 8 rows take a
+ * matrix-vector kernel (Q8_0, Q4_0, Q4_K and Q6_K through packed int8 dot products where the
+ * device has them: x then quantized to int8 per 32 as on the CPU), larger m a tiled kernel
+ * dequantizing into shared memory (float16 tensor cores where present), float32 accumulation
+ * (docs/devices.md). On the CPU: em_quant_linear's kernels, the affine formats included. 0, or
+ * -1 with the error set. */
+int em_quant_linear_grouped(const em_tensor *x, const em_tensor *blocks, int format,
+                                   int64_t group, int symmetric, em_tensor *out);
 
 /* ---- quantized tensors: block dtypes as ops (runtime/src/ops/quant.c) ----------------------
  * The results are new tensors the caller owns (NULL with the error set). None records

@@ -628,6 +628,9 @@ static int case_em_quant_dequantize_tensor(void) {
 static int case_em_quant_linear(void) {
   return em_quant_linear(NULL, NULL, (int)1, NULL) == -1;
 }
+static int case_em_quant_linear_grouped(void) {
+  return em_quant_linear_grouped(NULL, NULL, (int)1, (int64_t)1, (int)1, NULL) == -1;
+}
 static int case_em_quantize(void) {
   return em_quantize(NULL, (em_dtype)1) == NULL;
 }
@@ -962,6 +965,7 @@ static const null_case null_cases[] = {
   {"em_quant_dequantize", "quant_dequantize", case_em_quant_dequantize},
   {"em_quant_dequantize_tensor", "quant_dequantize_tensor", case_em_quant_dequantize_tensor},
   {"em_quant_linear", "quant_linear", case_em_quant_linear},
+  {"em_quant_linear_grouped", "quant_linear_grouped", case_em_quant_linear_grouped},
   {"em_quantize", "quantize", case_em_quantize},
   {"em_dequantize", "dequantize", case_em_dequantize},
   {"em_linear_quantized", "linear_quantized", case_em_linear_quantized},

@@ -817,6 +817,15 @@ static int case1_em_quant_linear_blocks(void) {
 static int case1_em_quant_linear_out(void) {
   return em_quant_linear(fx_t, fx_t, (int)1, NULL) == -1;
 }
+static int case1_em_quant_linear_grouped_x(void) {
+  return em_quant_linear_grouped(NULL, fx_t, (int)1, (int64_t)1, (int)1, fx_t) == -1;
+}
+static int case1_em_quant_linear_grouped_blocks(void) {
+  return em_quant_linear_grouped(fx_t, NULL, (int)1, (int64_t)1, (int)1, fx_t) == -1;
+}
+static int case1_em_quant_linear_grouped_out(void) {
+  return em_quant_linear_grouped(fx_t, fx_t, (int)1, (int64_t)1, (int)1, NULL) == -1;
+}
 static int case1_em_linear_quantized_x(void) {
   return em_linear_quantized(NULL, fx_t, fx_t) == NULL;
 }
@@ -1124,6 +1133,9 @@ static const one_null_case one_null_cases[] = {
   {"em_quant_linear", "x", "quant_linear", case1_em_quant_linear_x},
   {"em_quant_linear", "blocks", "quant_linear", case1_em_quant_linear_blocks},
   {"em_quant_linear", "out", "quant_linear", case1_em_quant_linear_out},
+  {"em_quant_linear_grouped", "x", "quant_linear_grouped", case1_em_quant_linear_grouped_x},
+  {"em_quant_linear_grouped", "blocks", "quant_linear_grouped", case1_em_quant_linear_grouped_blocks},
+  {"em_quant_linear_grouped", "out", "quant_linear_grouped", case1_em_quant_linear_grouped_out},
   {"em_linear_quantized", "x", "linear_quantized", case1_em_linear_quantized_x},
   {"em_linear_quantized", "w", "linear_quantized", case1_em_linear_quantized_w},
   {"em_linear_quantized", "bias", "linear_quantized", case1_em_linear_quantized_bias},

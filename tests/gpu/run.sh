@@ -9,7 +9,7 @@
 # STEPS picks a subset (one device call is limited to 10 minutes), e.g.
 #   STEPS='specs matmul' bash tests/gpu/run.sh
 # The steps: specs elementwise matmul conv index transfer random attention training main-job gpt
-# gpt-job (all by default).
+# gpt-job quant (all by default).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ember-gpu}
@@ -25,7 +25,7 @@ chmod +x /tmp/ember-shim/luajit
 export PATH=/tmp/ember-shim:$PATH
 E=.gpu/ember
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-want() { [[ " ${STEPS:-specs elementwise matmul conv index transfer random attention training main-job gpt gpt-job} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-specs elementwise matmul conv index transfer random attention training main-job gpt gpt-job quant} " == *" $1 "* ]]; }
 step() { echo "== $*"; }
 # SPECS picks spec files (default: the Vulkan ones), SPECS_TIMEOUT their time limit.
 if want specs; then step specs; SPECS_VERBOSE=1 timeout ${SPECS_TIMEOUT:-500} $E tests/gpu/specs.lua ${SPECS:-tests/lua/vulkan*_spec.lua} > "$OUT/specs.txt" 2>&1; grep -v "^\.\. " "$OUT/specs.txt" | tail -40; fi
@@ -65,4 +65,11 @@ if want gpt-job; then
   DATA=/usr/share/games/fortunes
   [ -d "$DATA" ] || DATA=.data/fortunes
   timeout ${GPT_JOB_TIMEOUT:-400} $E examples/gpt.lua --device vulkan --checkpoint "" --data "$DATA" ${GPT_ARGS:-} 2>&1 | tee -a "$OUT/gpt_job.txt"
+fi
+if want quant; then
+  # the quantized Linear (issue 14): its specs on the GPU, then matvec GB/s against the copy
+  # bandwidth and batch-64 TFLOP/s against PyTorch fp16 (tests/gpu/quant.lua, torch_quant.py)
+  step quant
+  SPECS_VERBOSE=1 timeout 200 $E tests/gpu/specs.lua tests/lua/quant_linear_vk_spec.lua tests/lua/quant_device_spec.lua 2>&1 | grep -v "^\\.\\. " | tail -20 | tee "$OUT/quant.txt"
+  timeout ${QUANT_TIMEOUT:-300} $E tests/gpu/quant.lua vulkan 2>&1 | tee -a "$OUT/quant.txt"
 fi

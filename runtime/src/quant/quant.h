@@ -27,4 +27,11 @@ int em_cpu_quant_linear(em_tensor *out, const em_tensor *x, const em_tensor *w);
 int em_vk_dequantize_slot(em_tensor *out, const em_tensor *q);
 int em_vk_quant_linear_slot(em_tensor *out, const em_tensor *x, const em_tensor *w);
 
+/* Vulkan: out[m, n] = sum_k x[m, k] W[n, k] for W [n, k] held as blocks (every format; group
+ * and symmetric as em_quant_dequantize): x contiguous [m, k], out contiguous [m, n] (float32,
+ * float16 or bfloat16; the arithmetic is float32), blocks contiguous uint8 (n rows of k / block_elems blocks), all on one Vulkan device.
+ * runtime/src/vulkan/vk_quant_matmul.c. */
+int em_vk_quant_linear(const em_tensor *x, const em_tensor *blocks, int format, int64_t group,
+                       int symmetric, em_tensor *out);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "vk.h"
 #include "vk_matmul.h"
+#include "vk_quant.h"
 
 static int fail(vk_device *D, const char *what, VkResult r) {
   return em_error("%s: %s failed (%s)", D->name, what, em_vk_result_name(r));
@@ -28,7 +29,7 @@ static int create_device(vk_device *D) {
   VkPhysicalDeviceFeatures features = {0};
   features.shaderInt64 = VK_TRUE;
   features.shaderFloat64 = (D->features & EM_FEATURE_FLOAT64) ? VK_TRUE : VK_FALSE;
-  const char *exts[2 + VK_COOP_MAX_EXTS];
+  const char *exts[2 + VK_COOP_MAX_EXTS + VK_QUANT_MAX_EXTS];
   uint32_t next = 0;
   D->push_descriptors = D->has_push_ext && !(em_vk_test_hooks() & VK_TEST_NO_PUSH_DESCRIPTORS);
   if (D->push_descriptors) exts[next++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
@@ -36,6 +37,9 @@ static int create_device(vk_device *D) {
   /* the tensor-core matmuls' extensions and features, where they can run (vk_matmul_coop.c) */
   vk_coop_setup coop;
   const void *chain = em_vk_coop_setup(D, &coop, exts, &next);
+  /* the quantized matrix-vector kernel's packed int8 dot products (vk_quant_matmul.c) */
+  vk_quant_setup quant;
+  chain = em_vk_quant_setup(D, &quant, chain, exts, &next);
   VkDeviceCreateInfo ci = {
     .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
     .queueCreateInfoCount = 1,
