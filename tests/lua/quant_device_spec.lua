@@ -95,6 +95,25 @@ describe('vulkan quant (' .. V .. ')', function()
     end
   end)
 
+  it('runs a quantized GPT on the device, its logits close to the dense model\'s', function()
+    local G = require 'ember.models.gpt'
+    for _, f in ipairs({ 'q8_0', 'q4_k' }) do
+      ember.manual_seed(5)
+      local m = G.GPT { vocab_size = 12, block_size = 16, n_layer = 1, n_head = 2, n_embd = 256 }
+      m:to(V)
+      m:evaluate()
+      local idx = ember.tensor({ { 1, 5, 3, 12 } }, { dtype = 'int64' }):to(V)
+      local dense = ember.no_grad(function() return m(idx) end):cpu()
+      local _, report = G.quantize(m, { format = f, verbose = false })
+      assert.are.same({}, report.skipped)
+      assert.are.equal(f, m.transformer.h[1].mlp.c_fc.weight:dtype())
+      local q = ember.no_grad(function() return m(idx) end)
+      assert.are.equal(V, tostring(q:device()))
+      local err = (q:cpu() - dense):abs():max():item()
+      assert.is_true(err < 0.1 * dense:abs():max():item(), f .. ' error ' .. err)
+    end
+  end)
+
   it('refuses what has no kernel, naming the device', function()
     local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
     local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }):to(V), g)
