@@ -66,3 +66,9 @@ embed-example: build
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan
+
+# Quantized GPT inference per format and device (tests/bench/quant_gpt.lua; trains a small
+# checkpoint into build/quant_gpt.ckpt first when there is none).
+.PHONY: bench-quant
+bench-quant: build
+	./$(BUILD)/ember tests/bench/quant_gpt.lua

@@ -6,6 +6,13 @@
 --
 -- Decoding is incremental: a key/value cache keeps every layer's keys and values, so each new
 -- character costs one position's forward pass (ember.models.gpt's generate).
+--
+-- --quantize q8_0|q4_0|q4_k (or any ember.quant format) quantizes the trained weights after
+-- loading (weight-only, post-training: ember.models.gpt's quantize): Linear layers and
+-- embeddings become block-dtype tensors, run by the device's quantized kernels. A layer whose
+-- rows are not whole blocks of the format takes --quantize-fallback (q4_k: q4_0, q6_k: q8_0,
+-- as llama.cpp's k-quants fall back); a layer without a kernel on the device stays dense, and
+-- the report on stderr says which and why.
 local cli = require 'ember.util.cli'
 local G = require 'ember.models.gpt'
 
@@ -20,6 +27,8 @@ local options = {
   { 'precision', 'fp32', 'fp32, bf16 or fp16 (autocast)' },
   { 'threads', 0, 'CPU threads (0: all cores)' },
   { 'seed', 1337, 'random seed' },
+  { 'quantize', '', 'quantize the weights: q8_0, q4_0, q4_k ... ("" for none)' },
+  { 'quantize_fallback', '', 'format for rows that are not whole blocks ("": by --quantize)' },
 }
 
 local opts, help = cli.parse(arg, options,
@@ -57,10 +66,24 @@ if #prompt == 0 then error('--prompt: expected at least one character', 0) end
 local model = G.GPT(ckpt.config)
 model:load_state_dict(ckpt.model)
 model:to(device)
+local nparams = model:num_params()
+if opts.quantize ~= '' then
+  local fallback = opts.quantize_fallback ~= '' and opts.quantize_fallback or
+    ({ q4_k = 'q4_0', q6_k = 'q8_0' })[opts.quantize]
+  local ok, err, report = pcall(G.quantize, model, { format = opts.quantize, fallback = fallback,
+    verbose = false })
+  if not ok then error('--quantize: ' .. tostring(err):gsub('^.-quantize_model: ', ''), 0) end
+  io.stderr:write(('generate: quantized %d layers to %s%s, %d left dense\n'):format(
+    #report.quantized, opts.quantize, #report.fallback > 0 and
+    (' (' .. #report.fallback .. ' as ' .. fallback .. ')') or '', #report.skipped))
+  for _, s in ipairs(report.skipped) do
+    io.stderr:write(('generate:   %s left dense: %s\n'):format(s[1], s[2]))
+  end
+end
 local precision = require('ember.precision').new(opts.precision, device)
 ember.manual_seed(opts.seed)
 io.stderr:write(('generate: %s (step %s), %.2fM parameters, on %s, %s\n'):format(opts.checkpoint,
-  tostring(ckpt.step), model:num_params() / 1e6, device, precision.name))
+  tostring(ckpt.step), nparams / 1e6, device, precision.name))
 
 for n = 1, opts.num_samples do
   local t0 = ember.clock()

@@ -5,8 +5,8 @@
 --
 -- The reader is C (runtime/src/io/gguf.c: every length and offset checked against the file);
 -- this file turns its records into Lua values and tensors. Dense tensors come back as tensors of
--- their dtype, quantized ones (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) as ember.quant QTensors over the
--- file's blocks. GGUF lists dimensions fastest first; Ember's shapes are the reverse.
+-- their dtype, quantized ones (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) as tensors of the block dtype
+-- (q8_0 ...) holding the file's blocks. GGUF lists dimensions fastest first; Ember's shapes are the reverse.
 local ffi = require 'ffi'
 local core = require 'ember.core'
 local tensor = require 'ember.tensor'
@@ -85,8 +85,8 @@ function M.load(path, opts)
     local dtype, fmt = DENSE[ty[0]], QUANT[ty[0]]
     local x = creation.empty(fmt and { nbytes } or shape, { dtype = fmt and 'uint8' or dtype })
     if nbytes > 0 then ffi.copy(C.em_data_ptr(x.ptr), base + off[0], nbytes) end
-    if opts.device then x = x:to(opts.device) end
     if fmt then x = quant.from_blocks(x, { format = fmt, shape = shape }) end
+    if opts.device then x = x:to(opts.device) end
     if tensors[name] then error(("%s: %s holds tensor '%s' twice"):format(fn, path, name), 2) end
     tensors[name] = x
   end
@@ -178,14 +178,15 @@ function M.save(path, tensors, metadata)
   local infos, datas, offset = {}, {}, 0
   for _, name in ipairs(tnames) do
     local x, shape, gtype, bytes = tensors[name], nil, nil, nil
-    if quant.is_qtensor(x) then
-      gtype = QUANT_ID[x.format]
+    if quant.is_quantized(x) then
+      gtype = QUANT_ID[x:dtype()]
       if not gtype then
-        error(("%s: tensor '%s': format %s has no GGUF type"):format(fn, name, x.format), 2)
+        error(("%s: tensor '%s': dtype %s has no GGUF type"):format(fn, name, x:dtype()), 2)
       end
-      shape = x.shape
-      local b = x.blocks:to('cpu'):contiguous()
-      bytes = ffi.string(C.em_data_ptr(b.ptr), b:numel())
+      shape = x:weight_size()
+      if #shape == 0 then shape = { x:weight_size()[1] or quant.block_elems(x:dtype()) } end
+      local b = x:to('cpu'):contiguous()
+      bytes = ffi.string(C.em_data_ptr(b.ptr), b:nbytes())
     elseif tensor.is_tensor(x) then
       gtype = DENSE_ID[x:dtype()]
       if not gtype then
@@ -197,7 +198,7 @@ function M.save(path, tensors, metadata)
       local c = x:to('cpu'):contiguous()
       bytes = ffi.string(C.em_data_ptr(c.ptr), c:numel() * ESIZE[x:dtype()])
     else
-      error(("%s: tensor '%s': expected a tensor or QTensor, got %s"):format(fn, name, type(x)), 2)
+      error(("%s: tensor '%s': expected a tensor, got %s"):format(fn, name, type(x)), 2)
     end
     if #shape > 4 then error(("%s: tensor '%s' has %d dimensions, GGUF holds at most 4"):format(fn, name, #shape), 2) end
     local info = { str(name), pack('uint32_t', #shape) }

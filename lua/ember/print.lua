@@ -58,7 +58,25 @@ local function gather_shown(x, edge)
   return r
 end
 
+-- A quantized tensor (a block dtype): its dtype, both shapes (in weights and in blocks), its
+-- bytes and device, then the dequantized weights where there are few enough to print and the
+-- device can dequantize them.
+local function format_blocks(x)
+  local s = ('tensor(%s, weights [%s], blocks [%s], %d bytes'):format(
+    core.dtype_names[x.ptr.dtype_id], table.concat(x:weight_size(), ', '),
+    table.concat(x:size(), ', '), x:nbytes())
+  if x.ptr.device_id ~= 0 then s = s .. ", device='" .. core.device_name(x.ptr.device_id) .. "'" end
+  s = s .. ')'
+  local weights = x:numel() * tonumber(C.em_dtype_block_elems(x.ptr.dtype_id))
+  if x.ptr.ndim > 0 and weights <= M.threshold then
+    local ok, d = pcall(x.dequantize, x)
+    if ok then s = s .. '\n' .. M.format(d) end
+  end
+  return s
+end
+
 function M.format(x)
+  if C.em_dtype_is_block(x.ptr.dtype_id) ~= 0 then return format_blocks(x) end
   local ndim = x.ptr.ndim
   local numel = tonumber(C.em_numel(x.ptr))
   local is_float = C.em_dtype_is_floating(x.ptr.dtype_id) ~= 0

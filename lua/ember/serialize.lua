@@ -190,6 +190,13 @@ local function flatten(obj, prefix, out, seen)
     local tv = type(v)
     if is_tensor(v) then
       out.names[#out.names + 1] = name
+      if C.em_dtype_is_block(v.ptr.dtype_id) ~= 0 then
+        -- quantized blocks: safetensors has no such type, so the file holds their bytes (U8,
+        -- the last dimension in bytes) and __ember_types__ says "dtype:q4_k"; other readers
+        -- see the raw blocks
+        out.types[name] = 'dtype:' .. core.dtype_names[v.ptr.dtype_id]
+        v = core.own(C.em_view_dtype(v:contiguous().ptr, C.EM_UINT8))
+      end
       out.tensors[#out.tensors + 1] = v
     elseif tv == 'table' then
       flatten(v, name, out, seen)
@@ -347,6 +354,22 @@ local function read_file(path, opts)
   for i = 0, tonumber(C.em_safetensors_count(f)) - 1 do
     local name = ffi.string(C.em_safetensors_name(f, i))
     local t = core.own(C.em_safetensors_tensor(f, i), C.em_safetensors_tensor, f, i)
+    local block = types[name] and types[name]:match('^dtype:(.*)$')
+    if block then
+      -- quantized blocks saved as bytes: view them as their block dtype again
+      types[name] = nil
+      local id = core.dtype_id(block, 'load')
+      if t:dtype() ~= 'uint8' or C.em_dtype_is_block(id) == 0 then
+        error(("load: tensor '%s' in %s is marked as %s blocks but holds %s"):format(name, path,
+          block, t:dtype()), 0)
+      end
+      local v = C.em_view_dtype(t.ptr, id)
+      if v == nil then
+        error(("load: tensor '%s' in %s: its bytes are not whole %s blocks (%s)"):format(name,
+          path, block, ffi.string(C.em_last_error())), 0)
+      end
+      t = core.own(v)
+    end
     if opts.device ~= nil then t = t:to(opts.device) end
     entries[#entries + 1] = { name, t }
   end

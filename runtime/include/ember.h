@@ -62,6 +62,14 @@ enum { EM_ALL_DIMS = -1000 };
 typedef enum em_dtype {
   EM_FLOAT32, EM_FLOAT64, EM_FLOAT16, EM_BFLOAT16,
   EM_INT8, EM_UINT8, EM_INT16, EM_INT32, EM_INT64, EM_BOOL,
+  /* Block dtypes (quantized weights, docs/api/quant.md): one element is one block of
+   * em_dtype_block_elems weights in em_dtype_size bytes, laid out as GGUF's types (q8_0 ...
+   * q6_k) or Ember's affine per-group formats (int8/int4, group 32/64/128, with a minimum or
+   * symmetric: _sym). A tensor's last dimension counts blocks. Copies, views along whole
+   * blocks, index_select, device moves and checkpoints take them; arithmetic does not. */
+  EM_Q8_0, EM_Q4_0, EM_Q4_1, EM_Q4_K, EM_Q6_K,
+  EM_INT8_G32, EM_INT8_G32_SYM, EM_INT8_G64, EM_INT8_G64_SYM, EM_INT8_G128, EM_INT8_G128_SYM,
+  EM_INT4_G32, EM_INT4_G32_SYM, EM_INT4_G64, EM_INT4_G64_SYM, EM_INT4_G128, EM_INT4_G128_SYM,
   EM_NUM_DTYPES
 } em_dtype;
 
@@ -113,6 +121,11 @@ EM_API const char *em_dtype_name(em_dtype dtype);
 EM_API int em_dtype_from_name(const char *name);        /* -1 with an error for unknown names */
 EM_API size_t em_dtype_size(em_dtype dtype);
 EM_API int em_dtype_is_floating(em_dtype dtype);
+/* Weights per element: 1 for the dense dtypes, the block's weights for a block dtype (32 for
+ * q8_0, 256 for q4_k ...), 0 for an unknown dtype. */
+EM_API int64_t em_dtype_block_elems(em_dtype dtype);
+/* 1 for a block (quantized) dtype, else 0. */
+EM_API int em_dtype_is_block(em_dtype dtype);
 EM_API em_dtype em_promote_types(em_dtype a, em_dtype b);
 /* The dtype an op on a and b computes in; EM_NUM_DTYPES with an error when one is NULL. */
 EM_API em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
@@ -978,6 +991,23 @@ EM_API int em_quant_linear(const em_tensor *x, const em_tensor *blocks, int form
  * -1 with the error set. */
 EM_API int em_quant_linear_grouped(const em_tensor *x, const em_tensor *blocks, int format,
                                    int64_t group, int symmetric, em_tensor *out);
+
+/* ---- quantized tensors: block dtypes as ops (runtime/src/ops/quant.c) ----------------------
+ * The results are new tensors the caller owns (NULL with the error set). None records
+ * autograd. A device without the kernel, or a format its kernel lacks, fails with
+ * EM_ERR_NOT_IMPLEMENTED ("<op>: not implemented on <device>"); nothing moves to the CPU.
+ * em_quantize: x (floating, [..., K], K a multiple of the block's weights, finite) into the
+ * block dtype dtype, [..., K / block_elems], on x's device (CPU only today).
+ * em_dequantize: q (a block dtype) into dtype (floating) [..., blocks * block_elems].
+ * em_linear_quantized: x [..., K] (floating) times w^T, w [N, K / block_elems] of a block dtype,
+ * plus bias [N] (or NULL): [..., N] in x's dtype (float32 arithmetic), without a dense weight.
+ * em_view_dtype: t's bytes as another dtype (no copy; PyTorch's Tensor.view(dtype)): the last
+ * dimension (stride 1) is reinterpreted, its bytes, offset and other strides must be whole
+ * elements of dtype; a new view, not differentiable. */
+EM_API em_tensor *em_quantize(const em_tensor *x, em_dtype dtype);
+EM_API em_tensor *em_dequantize(const em_tensor *q, em_dtype dtype);
+EM_API em_tensor *em_linear_quantized(const em_tensor *x, const em_tensor *w, const em_tensor *bias);
+EM_API em_tensor *em_view_dtype(const em_tensor *t, em_dtype dtype);
 
 /* ---- GGUF files (runtime/src/io/gguf.c) ----------------------------------------------------
  * em_gguf_open maps and checks a GGUF v2/v3 file (magic, version, types, every length and

@@ -295,6 +295,19 @@ struct em_backend {
                   const em_tensor *targets, const int64_t *input_lengths,
                   const int64_t *target_lengths, const int64_t *target_offsets, int64_t blank,
                   int zero_infinity);
+
+  /* ---- quantized weights (ops/quant.c; optional; block dtypes in ember.h) ----
+   * Every tensor is contiguous; a block tensor's last dim counts blocks, whose layout
+   * em_quant_dtype_format (quant/quant.h) maps to the em_quant_format of quant_blocks.c.
+   * quantize: x float32 (finite, checked by the kernel) into out of a block dtype, x's last
+   * dim = out's * block_elems. dequantize: q into out float32 of the same weights.
+   * quant_linear: out [M, N] (float32, fresh) = x [M, K] (float32) times w^T, w [N, K / block]
+   * of a block dtype, never materializing w densely. A format the kernel lacks: the slot
+   * returns -1 with an EM_ERR_NOT_IMPLEMENTED error "<fn>: not implemented on <device> for
+   * <dtype>". */
+  int (*quantize)(em_tensor *out, const em_tensor *x);
+  int (*dequantize)(em_tensor *out, const em_tensor *q);
+  int (*quant_linear)(em_tensor *out, const em_tensor *x, const em_tensor *w);
 };
 
 /* ---- the gemm slot's batch geometry ----

@@ -32,6 +32,7 @@ const em_backend_slot em_backend_slots[] = {
     SLOT(sgd_step), SLOT(adam_step),
     SLOT(amp_unscale),
     OPTIONAL_SLOT(ctc_loss),
+    OPTIONAL_SLOT(quantize), OPTIONAL_SLOT(dequantize), OPTIONAL_SLOT(quant_linear),
 };
 
 #define NSLOTS ((int)(sizeof em_backend_slots / sizeof em_backend_slots[0]))

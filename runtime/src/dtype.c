@@ -11,6 +11,24 @@ const em_dtype_info em_dtypes[EM_NUM_DTYPES] = {
   [EM_INT8] = {"int8", 1, false, true},        [EM_UINT8] = {"uint8", 1, false, false},
   [EM_INT16] = {"int16", 2, false, true},      [EM_INT32] = {"int32", 4, false, true},
   [EM_INT64] = {"int64", 8, false, true},      [EM_BOOL] = {"bool", 1, false, false},
+  /* Block dtypes: the size is one block's bytes (runtime/src/quant/quant_blocks.c has the
+   * layouts; em_quant_block_size computes the same figures, and test_quant_dtype checks the
+   * two agree). */
+  [EM_Q8_0] = {"q8_0", 34, false, false, 32},   [EM_Q4_0] = {"q4_0", 18, false, false, 32},
+  [EM_Q4_1] = {"q4_1", 20, false, false, 32},   [EM_Q4_K] = {"q4_k", 144, false, false, 256},
+  [EM_Q6_K] = {"q6_k", 210, false, false, 256},
+  [EM_INT8_G32] = {"int8_g32", 36, false, false, 32},
+  [EM_INT8_G32_SYM] = {"int8_g32_sym", 34, false, false, 32},
+  [EM_INT8_G64] = {"int8_g64", 68, false, false, 64},
+  [EM_INT8_G64_SYM] = {"int8_g64_sym", 66, false, false, 64},
+  [EM_INT8_G128] = {"int8_g128", 132, false, false, 128},
+  [EM_INT8_G128_SYM] = {"int8_g128_sym", 130, false, false, 128},
+  [EM_INT4_G32] = {"int4_g32", 20, false, false, 32},
+  [EM_INT4_G32_SYM] = {"int4_g32_sym", 18, false, false, 32},
+  [EM_INT4_G64] = {"int4_g64", 36, false, false, 64},
+  [EM_INT4_G64_SYM] = {"int4_g64_sym", 34, false, false, 64},
+  [EM_INT4_G128] = {"int4_g128", 68, false, false, 128},
+  [EM_INT4_G128_SYM] = {"int4_g128_sym", 66, false, false, 128},
 };
 
 static bool valid(em_dtype d) { return (unsigned)d < EM_NUM_DTYPES; }
@@ -18,6 +36,24 @@ static bool valid(em_dtype d) { return (unsigned)d < EM_NUM_DTYPES; }
 const char *em_dtype_name(em_dtype dtype) { return valid(dtype) ? em_dtypes[dtype].name : "?"; }
 size_t em_dtype_size(em_dtype dtype) { return valid(dtype) ? em_dtypes[dtype].size : 0; }
 int em_dtype_is_floating(em_dtype dtype) { return valid(dtype) && em_dtypes[dtype].is_float; }
+int64_t em_dtype_block_elems(em_dtype dtype) {
+  if (!valid(dtype)) return 0;
+  return em_dtypes[dtype].block_elems ? em_dtypes[dtype].block_elems : 1;
+}
+int em_dtype_is_block(em_dtype dtype) { return valid(dtype) && em_dtypes[dtype].block_elems > 0; }
+
+int em_check_dense_dtype(const char *fn, em_dtype dtype) {
+  if (!em_dtype_is_block(dtype)) return 0;
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented for %s (a quantized "
+                           "block dtype: make one with ember.quant.quantize)", fn,
+                           em_dtypes[dtype].name);
+}
+
+int em_check_not_block(const char *fn, const em_tensor *t) {
+  if (t == NULL || !em_dtype_is_block((em_dtype)t->dtype_id)) return 0;
+  return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented for %s (a quantized "
+                           "block dtype: dequantize it first)", fn, em_dtypes[t->dtype_id].name);
+}
 
 int em_dtype_from_name(const char *name) {
   static const struct { const char *alias; em_dtype d; } aliases[] = {
@@ -30,7 +66,8 @@ int em_dtype_from_name(const char *name) {
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
     if (strcmp(name, aliases[i].alias) == 0) return (int)aliases[i].d;
   return em_error("dtype: unknown dtype '%s' (expected float32, float64, float16, bfloat16, "
-                  "int8, uint8, int16, int32, int64 or bool)", name);
+                  "int8, uint8, int16, int32, int64, bool, or a block dtype: q8_0, q4_0, q4_1, "
+                  "q4_k, q6_k, int8_g32 ... int4_g128_sym)", name);
 }
 
 int em_check_dtype(const char *fn, int dtype) {

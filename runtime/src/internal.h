@@ -154,8 +154,19 @@ typedef struct em_dtype_info {
   size_t size;
   bool is_float;
   bool is_signed;
+  int64_t block_elems;   /* weights per element of a block (quantized) dtype; 0 when dense */
 } em_dtype_info;
 extern const em_dtype_info em_dtypes[EM_NUM_DTYPES];
+/* "fn: not implemented for q4_k ..." (EM_ERR_NOT_IMPLEMENTED) when t has a block dtype, else 0:
+ * the guard of op definitions whose kernels compute on dense elements. */
+int em_check_not_block(const char *fn, const em_tensor *t);
+/* The same for a dtype a creation function is asked to fill (arange, linspace, randint). */
+int em_check_dense_dtype(const char *fn, em_dtype dtype);
+/* Block tensors as bytes (ops/block_dtype.c): v (a stack header borrowing t's storage) views
+ * t's blocks as uint8 with one more dimension, the block's bytes; -1 when t has EM_MAX_DIMS
+ * dimensions. em_block_from_bytes is the way back (a new view). */
+int em_block_bytes_view(em_tensor *v, const em_tensor *t);
+em_tensor *em_block_from_bytes(const em_tensor *bytes, em_dtype dtype);
 
 /* float16 / bfloat16 <-> float32 (round to nearest even). */
 float em_half_to_float(uint16_t h);

@@ -241,7 +241,7 @@ int em_normal_(em_tensor *t, double mean, double std) {
 em_tensor *em_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, em_dtype dtype,
                       int device) {
   const char *fn = "randint";
-  if (em_check_dtype(fn, dtype) != 0) return NULL;
+  if (em_check_dtype(fn, dtype) != 0 || em_check_dense_dtype(fn, dtype) != 0) return NULL;
   if (low >= high)
     return em_error_null("%s: expected low < high, got low=%lld, high=%lld", fn,
                          (long long)low, (long long)high);

@@ -20,6 +20,10 @@ static int too_big(const char *fn, double v, em_dtype dtype) {
 
 int em_check_fill_value(const char *fn, em_dtype dtype, double v) {
   double lo, hi;
+  if (em_dtype_is_block(dtype))
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "%s: not implemented for %s (a quantized "
+                             "block dtype: make one with ember.quant.quantize)", fn,
+                             em_dtype_name(dtype));
   switch (dtype) {
   case EM_BOOL: case EM_FLOAT64: return 0;
   case EM_FLOAT32: hi = 3.4028234663852886e38; break;

@@ -328,7 +328,7 @@ em_tensor *em_from_buffer(const void *data, em_dtype src_dtype, int ndim, const 
 static double trunc_int(double v) { return isfinite(v) ? trunc(v) : v; }
 
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int device) {
-  if (em_check_dtype("arange", dtype) != 0) return NULL;
+  if (em_check_dtype("arange", dtype) != 0 || em_check_dense_dtype("arange", dtype) != 0) return NULL;
   if (dtype == EM_BOOL) return em_error_null("arange: not defined for bool");
   double count_start = start, count_end = end, count_step = step;
   if (!em_dtypes[dtype].is_float) {
@@ -362,7 +362,8 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype, int 
 
 em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, int device) {
   if (steps < 0) return em_error_null("linspace: expected steps >= 0, got %lld", (long long)steps);
-  if (em_check_dtype("linspace", dtype) != 0) return NULL;
+  if (em_check_dtype("linspace", dtype) != 0 || em_check_dense_dtype("linspace", dtype) != 0)
+    return NULL;
   if (!em_dtypes[dtype].is_float && dtype != EM_BOOL) { /* PyTorch casts the ends first */
     start = trunc_int(start);
     end = trunc_int(end);

@@ -631,6 +631,18 @@ static int case_em_quant_linear(void) {
 static int case_em_quant_linear_grouped(void) {
   return em_quant_linear_grouped(NULL, NULL, (int)1, (int64_t)1, (int)1, NULL) == -1;
 }
+static int case_em_quantize(void) {
+  return em_quantize(NULL, (em_dtype)1) == NULL;
+}
+static int case_em_dequantize(void) {
+  return em_dequantize(NULL, (em_dtype)1) == NULL;
+}
+static int case_em_linear_quantized(void) {
+  return em_linear_quantized(NULL, NULL, NULL) == NULL;
+}
+static int case_em_view_dtype(void) {
+  return em_view_dtype(NULL, (em_dtype)1) == NULL;
+}
 static int case_em_gguf_open(void) {
   return em_gguf_open(NULL) == NULL;
 }
@@ -701,6 +713,8 @@ static const null_case null_cases[] = {
   {"em_dtype_from_name", "dtype_from_name", case_em_dtype_from_name},
   {"em_dtype_size", NULL, NULL},
   {"em_dtype_is_floating", NULL, NULL},
+  {"em_dtype_block_elems", NULL, NULL},
+  {"em_dtype_is_block", NULL, NULL},
   {"em_promote_types", NULL, NULL},
   {"em_result_type", "result_type", case_em_result_type},
   {"em_device_count", NULL, NULL},
@@ -952,6 +966,10 @@ static const null_case null_cases[] = {
   {"em_quant_dequantize_tensor", "quant_dequantize_tensor", case_em_quant_dequantize_tensor},
   {"em_quant_linear", "quant_linear", case_em_quant_linear},
   {"em_quant_linear_grouped", "quant_linear_grouped", case_em_quant_linear_grouped},
+  {"em_quantize", "quantize", case_em_quantize},
+  {"em_dequantize", "dequantize", case_em_dequantize},
+  {"em_linear_quantized", "linear_quantized", case_em_linear_quantized},
+  {"em_view_dtype", "view_dtype", case_em_view_dtype},
   {"em_gguf_open", "gguf_open", case_em_gguf_open},
   {"em_gguf_close", NULL, case_em_gguf_close},
   {"em_gguf_version", "gguf_version", case_em_gguf_version},

@@ -826,6 +826,15 @@ static int case1_em_quant_linear_grouped_blocks(void) {
 static int case1_em_quant_linear_grouped_out(void) {
   return em_quant_linear_grouped(fx_t, fx_t, (int)1, (int64_t)1, (int)1, NULL) == -1;
 }
+static int case1_em_linear_quantized_x(void) {
+  return em_linear_quantized(NULL, fx_t, fx_t) == NULL;
+}
+static int case1_em_linear_quantized_w(void) {
+  return em_linear_quantized(fx_t, NULL, fx_t) == NULL;
+}
+static int case1_em_linear_quantized_bias(void) {
+  return em_linear_quantized(fx_t, fx_t, NULL) == NULL;
+}
 static int case1_em_gguf_kv_key_g(void) {
   return em_gguf_kv_key(NULL, (int64_t)1, fx_i64) == NULL;
 }
@@ -1127,6 +1136,9 @@ static const one_null_case one_null_cases[] = {
   {"em_quant_linear_grouped", "x", "quant_linear_grouped", case1_em_quant_linear_grouped_x},
   {"em_quant_linear_grouped", "blocks", "quant_linear_grouped", case1_em_quant_linear_grouped_blocks},
   {"em_quant_linear_grouped", "out", "quant_linear_grouped", case1_em_quant_linear_grouped_out},
+  {"em_linear_quantized", "x", "linear_quantized", case1_em_linear_quantized_x},
+  {"em_linear_quantized", "w", "linear_quantized", case1_em_linear_quantized_w},
+  {"em_linear_quantized", "bias", "linear_quantized", case1_em_linear_quantized_bias},
   {"em_gguf_kv_key", "g", "gguf_kv_key", case1_em_gguf_kv_key_g},
   {"em_gguf_kv_type", "g", "gguf_kv_type", case1_em_gguf_kv_type_g},
   {"em_gguf_kv_value", "g", "gguf_kv_value", case1_em_gguf_kv_value_g},

@@ -154,7 +154,7 @@ describe('zeros, ones, full and empty', function()
       'zeros: expected at most 8 dimensions, got 9')
     H.assert_error(function() ember.zeros({ 'a' }) end, 'zeros: expected sizes as numbers, got string')
     H.assert_error(function() ember.zeros(2, { dtype = 'float128' }) end,
-      "dtype: unknown dtype 'float128' (expected float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64 or bool)")
+      "dtype: unknown dtype 'float128' (expected float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, or a block dtype: q8_0, q4_0, q4_1, q4_k, q6_k, int8_g32 ... int4_g128_sym)")
     H.assert_error(function() ember.zeros(2, { dtype = {} }) end,
       "zeros: expected a dtype name such as 'float32', got table")
     H.assert_error(function() ember.zeros(2, 'float32') end,

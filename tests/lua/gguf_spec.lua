@@ -98,11 +98,11 @@ describe('ember.gguf', function()
     for name, x in pairs(t) do
       local y = t2[name]
       assert.is_not_nil(y, name)
-      if Q.is_qtensor(x) then
-        assert.is_true(Q.is_qtensor(y))
-        assert.are.equal(x.format, y.format)
-        assert.are.same(x.shape, y.shape)
-        assert.are.same(x.blocks:totable(), y.blocks:totable())
+      if Q.is_quantized(x) then
+        assert.is_true(Q.is_quantized(y))
+        assert.are.equal(x:dtype(), y:dtype())
+        assert.are.same(x:weight_size(), y:weight_size())
+        assert.are.same(Q.bytes(x):totable(), Q.bytes(y):totable())
       else
         assert.are.equal(x:dtype(), y:dtype())
         assert.are.same(x:float():totable(), y:float():totable())
@@ -136,16 +136,16 @@ describe('ember.gguf', function()
       n = n + 1
       local info = r.tensors[name]
       assert.is_not_nil(info, name)
-      local shape = Q.is_qtensor(x) and x.shape or {}
-      if not Q.is_qtensor(x) then for d = 1, x:dim() do shape[d] = x:size(d) end end
+      local shape = {}
+      for d = 1, x:dim() do shape[d] = Q.is_quantized(x) and x:weight_size(d) or x:size(d) end
       local rev = {}
       for i = #shape, 1, -1 do rev[#rev + 1] = shape[i] end
       assert.are.same(rev, info.dims)
-      if Q.is_qtensor(x) then
-        assert.are.equal(GGML[x.format], info.type)
+      if Q.is_quantized(x) then
+        assert.are.equal(GGML[x:dtype()], info.type)
         local at, nb = r.data + info.offset, x:nbytes()
         local list = { bytes:byte(at + 1, at + nb) }
-        assert.are.same(R.decode(x.format, list), x:dequantize():view(-1):totable())
+        assert.are.same(R.decode(x:dtype(), list), x:dequantize():view(-1):totable())
       end
     end
     local seen = 0
@@ -202,7 +202,7 @@ describe('ember.gguf', function()
   end)
 
   it('checks what it is given', function()
-    assert.matches('format int8 has no GGUF type', select(2, pcall(ember.gguf.save, path,
+    assert.matches('dtype int8_g64 has no GGUF type', select(2, pcall(ember.gguf.save, path,
       { w = Q.quantize(ember.zeros({ 1, 64 }), { format = 'int8' }) })))
     assert.matches('cannot open', select(2, pcall(ember.gguf.load, '/nonexistent/x.gguf')))
   end)

@@ -1,4 +1,4 @@
--- quant_linear_vk_spec: ember.quant.linear with a QTensor on Vulkan (vk_quant_matmul.c: the
+-- quant_linear_vk_spec: ember.quant.linear with a quantized (block dtype) weight on Vulkan (vk_quant_matmul.c: the
 -- matrix-vector kernel for m <= 8, the tiled one above, the packed-int8 dot-product kernel for
 -- Q8_0/Q4_0/Q4_K/Q6_K where the device has it) against the dequantize-then-dense product computed here in
 -- float64 from the CPU's dequantized weight. Shapes: m = 1, 3 and 33, K of one block and of
@@ -157,15 +157,16 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     end
   end)
 
-  it('blocks starting at an odd byte of their storage (the word-wise reads)', function()
+  it('blocks starting past a word boundary of their storage (the word-wise reads)', function()
     H.seed(6)
     for _, f in ipairs({ 'q8_0', 'q4_0', 'q4_k' }) do
-      local q = Q.quantize(ember.tensor(rand_rows(5, 256, 2)), { format = f })
-      local flat = q.blocks:contiguous():view(-1)
-      local n = flat:size(1)
-      local pad = ember.zeros({ n + 3 }, { dtype = 'uint8' })
-      pad:narrow(1, 2, n):copy_(flat)
-      local r = Q.from_blocks(pad:to(V):narrow(1, 2, n), { format = f, shape = { 5, 256 } })
+      -- a block tensor starts at a whole block: one block in, byte 34 (q8_0) or 18 (q4_0) is
+      -- not a multiple of 4
+      local be = Q.block_elems(f)
+      local big = Q.quantize(ember.tensor(rand_rows(1, 5 * 256 + be, 2)), { format = f })
+      local function rows(t) return t:view(-1):narrow(1, 2, 5 * 256 / be):view(5, 256 / be) end
+      local q, r = rows(big), rows(big:to(V))
+      assert.are.equal(1, r:storage_offset())
       local x = rand_rows(2, 256, 2)
       for _, dot in ipairs({ '0', 'auto' }) do
         VK.with_env('EMBER_VK_QUANT_DOT', dot, function()
@@ -213,7 +214,7 @@ describe('vulkan quant.linear (' .. V .. ')', function()
         local x = ember.tensor(rand_rows(m, 64, 2)):to(dt)
         local xt = x:float():totable()
         local out = ember.empty({ m, 9 }, { dtype = dt, device = V })
-        assert.are.equal(0, C.em_quant_linear_grouped(x:to(V).ptr, g.blocks.ptr, 2, 0, 0, out.ptr))
+        assert.are.equal(0, C.em_quant_linear_grouped(x:to(V).ptr, Q.bytes(g).ptr, 2, 0, 0, out.ptr))
         -- out is the result rounded to dt: within half its ulp (2^-11 or 2^-8 relative, doubled
         -- here); where m = 12 takes the tensor-core tiles, the weights are staged in float16,
         -- each within 2^-11 of its value: at most 2^-11 of sum |x w| more
@@ -231,7 +232,7 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     end
     local xi = ember.zeros({ 1, 64 }, { dtype = 'int32' }):to(V)
     local out = ember.empty({ 1, 9 }, { device = V })
-    assert.are.equal(-1, C.em_quant_linear_grouped(xi.ptr, g.blocks.ptr, 2, 0, 0, out.ptr))
+    assert.are.equal(-1, C.em_quant_linear_grouped(xi.ptr, Q.bytes(g).ptr, 2, 0, 0, out.ptr))
     assert.matches('quant_linear: not implemented on ' .. V .. ' for int32 activations',
       ffi.string(C.em_last_error()), 1, true)
   end)
@@ -242,10 +243,10 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     local q = Q.quantize(ember.tensor(rand_rows(7, 128, 2)), { format = 'int4', group = 64 })
     local x = rand_rows(3, 128, 2)
     local out = ember.empty({ 3, 7 })
-    assert.are.equal(0, C.em_quant_linear_grouped(ember.tensor(x).ptr, q.blocks:contiguous().ptr,
+    assert.are.equal(0, C.em_quant_linear_grouped(ember.tensor(x).ptr, Q.bytes(q).ptr,
       6, 64, 0, out.ptr))
     check(out:totable(), x, q:dequantize():totable(), true)
-    assert.are.equal(-1, C.em_quant_linear(ember.tensor(x).ptr, q.blocks:contiguous().ptr, 6, out.ptr))
+    assert.are.equal(-1, C.em_quant_linear(ember.tensor(x).ptr, Q.bytes(q).ptr, 6, out.ptr))
     assert.matches('call em_quant_linear_grouped', ffi.string(C.em_last_error()), 1, true)
   end)
 
@@ -253,9 +254,9 @@ describe('vulkan quant.linear (' .. V .. ')', function()
     local g = Q.quantize(ember.zeros({ 2, 64 }), { format = 'q8_0' }):to(V)
     local ok, err = pcall(Q.linear, ember.zeros({ 1, 64 }), g)
     assert.is_false(ok)
-    assert.matches('ember.quant.linear: expected x and w on one device, got cpu and ' .. V, err, 1, true)
+    assert.matches('ember.quant.linear: expected all tensors on cpu, got ' .. V .. ' for argument 2', err, 1, true)
     ok, err = pcall(Q.linear, ember.zeros({ 1, 32 }):to(V), g)
     assert.is_false(ok)
-    assert.matches("expected x's last dimension to be 64", err, 1, true)
+    assert.matches("expected the input's last dimension to be 64", err, 1, true)
   end)
 end)

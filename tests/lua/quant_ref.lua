@@ -93,15 +93,19 @@ local function block_of(fmt, group, sym)
   return group, (sym and 2 or 4) + (fmt == 'int8' and group or group / 2)
 end
 
--- The reference decoding of a QTensor's bytes, as a flat list of float32 values.
+-- The reference decoding of a quantized tensor's bytes (its dtype names the layout: q4_k,
+-- int8_g64_sym ...), as a flat list of float32 values.
 local function ref_dequant(q)
-  local bytes = q.blocks:contiguous():view(-1):totable()
-  local be, bb = block_of(q.format, q.group, q.symmetric)
+  local ember = require 'ember'
+  local bytes = ember.quant.bytes(q:cpu():contiguous()):contiguous():view(-1):totable()
+  local fmt, group, sym = ember.quant.format_of(q:dtype())
+  local be, bb = block_of(fmt, group, sym)
+  assert(bb == q:element_size(), 'the block size of ' .. q:dtype())
   local out = {}
   for b = 0, #bytes / bb - 1 do
     local y = {}
     for i = 1, bb do y[i] = bytes[b * bb + i] end
-    ref[q.format](y, out, be, q.symmetric)
+    ref[fmt](y, out, be, sym)
   end
   for i = 1, #out do out[i] = f32(out[i]) end
   return out

@@ -178,7 +178,10 @@ function GPT:forward(idx, cache)
   end
   x = t.ln_f(x)
   local logits
-  if self.lm_head then logits = self.lm_head(x) else logits = x:mm(t.wte.weight:t()) end
+  local wte = t.wte.weight
+  if self.lm_head then logits = self.lm_head(x)
+  elseif wte:is_quantized() then logits = ember().quant.linear(x, wte) -- tied, quantized
+  else logits = x:mm(wte:t()) end
   return logits:view(B, T, c.vocab_size)
 end
 
@@ -211,6 +214,26 @@ function M.lr_at(step, o)
   local ratio = (it - o.warmup) / math.max(o.steps - o.warmup, 1)
   local coeff = 0.5 * (1 + math.cos(math.pi * ratio))
   return o.min_lr + coeff * (o.lr - o.min_lr)
+end
+
+-- ---- quantized inference --------------------------------------------------------------------
+-- Quantizes the model's Linear layers and embeddings in place (ember.quant.quantize_model;
+-- opts as there: format, group, symmetric, fallback, verbose). With tied weights the token
+-- embedding is also the LM head, a quantized Linear: it stays dense where its dtype has no
+-- Linear kernel on the model's device (reported as skipped). Returns the model and the report.
+function M.quantize(model, opts)
+  local Q = ember().quant
+  local tied = model.lm_head == nil
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.skip = function(path, _, dtype)
+    if tied and path == 'transformer.wte' then
+      local ok, why = require('ember.quant.model').linear_kernel(dtype, model.transformer.wte.weight:device())
+      if not ok then return 'tied to the LM head, and the quantized Linear is ' .. why end
+    end
+    return nil
+  end
+  return Q.quantize_model(model, o)
 end
 
 -- ---- generation -----------------------------------------------------------------------------

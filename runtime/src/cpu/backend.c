@@ -4,6 +4,7 @@
  */
 #include "cpu.h"
 #include "../nn.h"
+#include "../quant/quant.h"
 
 static int cpu_storage_alloc(em_storage *s) {
   s->data = em_cpu_alloc(s->nbytes);
@@ -78,4 +79,7 @@ const em_backend em_cpu_backend = {
   .adam_step = em_cpu_adam_step,
   .amp_unscale = em_cpu_amp_unscale,
   .ctc_loss = em_cpu_ctc_loss,
+  .quantize = em_cpu_quantize,
+  .dequantize = em_cpu_dequantize,
+  .quant_linear = em_cpu_quant_linear,
 };

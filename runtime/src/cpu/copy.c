@@ -20,6 +20,12 @@ COPY_SAME(copy_1, uint8_t)
 COPY_SAME(copy_2, uint16_t)
 COPY_SAME(copy_4, uint32_t)
 COPY_SAME(copy_8, uint64_t)
+/* Any other element size (a quantized block): the op layer copies blocks as bytes, but a
+ * kernel handed one still moves whole elements rather than reading past a table. */
+static void copy_n(char **p, const int64_t *s, int64_t n, void *ctx) {
+  size_t size = *(const size_t *)ctx;
+  for (int64_t i = 0; i < n; i++) memmove(p[0] + i * s[0], p[1] + i * s[1], size);
+}
 
 /* ---- casts: one loop per pair ---- */
 #define EM_CPU_DTYPES_INNER(X)                                                                \
@@ -131,7 +137,9 @@ int em_cpu_copy(em_tensor *dst, const em_tensor *src) {
   if (dd == sd) {
     static const em_cpu_loop by_size[9] = {NULL, copy_1, copy_2, NULL, copy_4,
                                            NULL, NULL,   NULL,   copy_8};
-    em_cpu_for_each(2, ts, by_size[em_dtypes[dd].size], NULL);
+    size_t size = em_dtypes[dd].size;
+    if (size < 9 && by_size[size]) em_cpu_for_each(2, ts, by_size[size], NULL);
+    else em_cpu_for_each(2, ts, copy_n, &size);
   } else if (is_integral(dd) && is_integral(sd) && (dd == EM_INT64 || sd == EM_INT64)) {
     em_dtype pair[2] = {dd, sd};
     em_cpu_for_each(2, ts, cast_int_to_int, pair);

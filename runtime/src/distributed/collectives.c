@@ -160,6 +160,13 @@ static int check_tensor(const char *what, const char *name, const em_tensor *t) 
     em_set_error(msg);
     return -1;
   }
+  if (em_dtype_is_block((em_dtype)t->dtype_id)) { /* MPI has no type for blocks */
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s has the quantized dtype %s, which collectives do not move "
+             "(send its bytes: ember.quant.bytes)", what, name, em_dtype_name((em_dtype)t->dtype_id));
+    em_set_error(msg);
+    return -1;
+  }
   return 0;
 }
 

@@ -64,7 +64,7 @@ static int parse_dtype(const char *path, const char *name, const em_json *v, em_
   if (v == NULL || v->type != EM_JSON_STRING)
     return em_error("load: tensor '%s' in %s has no \"dtype\" string", name, path);
   for (int d = 0; d < EM_NUM_DTYPES; d++)
-    if (strcmp(v->string, st_names[d]) == 0) {
+    if (st_names[d] != NULL && strcmp(v->string, st_names[d]) == 0) {
       *out = (em_dtype)d;
       return 0;
     }
@@ -389,6 +389,10 @@ static int check_save_args(int64_t n, const char *const *names, em_tensor *const
   for (int64_t i = 0; i < n; i++) {
     if (names[i] == NULL) return em_error("save: tensor %lld has no name", (long long)i);
     if (tensors[i] == NULL) return em_error("save: tensor '%s' is NULL", names[i]);
+    if (st_names[tensors[i]->dtype_id] == NULL)
+      return em_error("save: tensor '%s' has dtype %s, which safetensors has no type for (save "
+                      "its bytes, em_view_dtype as uint8, as ember.save does)", names[i],
+                      em_dtype_name((em_dtype)tensors[i]->dtype_id));
     if (strcmp(names[i], "__metadata__") == 0)
       return em_error("save: '__metadata__' is reserved and cannot name a tensor");
     for (int64_t j = 0; j < i; j++)

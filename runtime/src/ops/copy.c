@@ -79,7 +79,26 @@ int em_copy_(em_tensor *dst, const em_tensor *src) {
   return copy_raw(dst, src);
 }
 
+/* Block dtypes copy as what they are, bytes: a cast to or from one is refused (quantizing and
+ * dequantizing are ops of their own), and a same-dtype copy runs the device's uint8 copy over
+ * byte views (em_block_bytes_view), so no kernel needs to know the block sizes. */
+static int copy_blocks(em_tensor *dst, const em_tensor *src) {
+  em_dtype dd = (em_dtype)dst->dtype_id, sd = (em_dtype)src->dtype_id;
+  if (dd != sd) {
+    const char *q = em_dtype_name(em_dtype_is_block(sd) ? sd : dd);
+    return em_error_kind_set(EM_ERR_NOT_IMPLEMENTED, "to: casting %s to %s is not implemented "
+                             "(%s is a quantized block dtype: quantize with ember.quant.quantize, "
+                             "dequantize with x:dequantize())", em_dtype_name(sd),
+                             em_dtype_name(dd), q);
+  }
+  em_tensor d8, s8;
+  if (em_block_bytes_view(&d8, dst) != 0 || em_block_bytes_view(&s8, src) != 0) return -1;
+  return copy_raw(&d8, &s8);
+}
+
 static int copy_raw(em_tensor *dst, const em_tensor *src) {
+  if (em_dtype_is_block((em_dtype)dst->dtype_id) || em_dtype_is_block((em_dtype)src->dtype_id))
+    return copy_blocks(dst, src);
   em_tensor *b = em_broadcast_to("copy_", src, dst->ndim, dst->sizes);
   if (b == NULL) return -1;
   int rc;
@@ -146,6 +165,7 @@ em_tensor *em_contiguous(const em_tensor *t) {
 
 int em_item(const em_tensor *t, double *out) {
   if (t == NULL) return em_error("item: expected a tensor, got NULL");
+  if (em_check_not_block("item", t) != 0) return -1;
   if (em_numel(t) != 1)
     return em_error("item: expected a tensor with one element, got %lld elements",
                     (long long)em_numel(t));
@@ -159,6 +179,7 @@ int em_item(const em_tensor *t, double *out) {
 
 int em_item_int64(const em_tensor *t, int64_t *out) {
   if (t == NULL) return em_error("item: expected a tensor, got NULL");
+  if (em_check_not_block("item", t) != 0) return -1;
   if (em_numel(t) != 1)
     return em_error("item: expected a tensor with one element, got %lld elements",
                     (long long)em_numel(t));

@@ -70,6 +70,8 @@ int em_ew_begin(em_ew *ew, const char *fn, int n, const em_tensor *const *ts) {
     ew->ready[i] = NULL;
   }
   if (em_check_same_device(fn, n, ts) != 0) return -1;
+  for (int i = 0; i < n; i++)
+    if (em_check_not_block(fn, ts[i]) != 0) return -1;
   for (int i = 0; i < n; i++) {
     if (ts[i] == NULL) continue;
     if (ew->device_id < 0) ew->device_id = ts[i]->device_id;

@@ -156,11 +156,32 @@ static int protect_index(const char *fn, const em_tensor *x, em_tensor **index) 
 
 /* checked: the caller has checked the indices (embedding, whose report names itself). */
 static em_tensor *index_select(const em_tensor *x, int dim, const em_tensor *index,
+                               bool checked);
+
+/* Quantized blocks are picked as their bytes: the rows (or blocks) of a byte view with one more
+ * dimension (block_dtype.c), which every device's index_select takes. Blocks never require
+ * grad, so there is nothing to record. */
+static em_tensor *index_select_blocks(const em_tensor *x, int d, const em_tensor *index,
+                                      bool checked) {
+  em_tensor x8;
+  if (em_block_bytes_view(&x8, x) != 0) return NULL;
+  em_tensor *r8 = index_select(&x8, d, index, checked);
+  em_tensor *r = r8 ? em_block_from_bytes(r8, (em_dtype)x->dtype_id) : NULL;
+  em_release(r8);
+  return r;
+}
+
+static em_tensor *index_select(const em_tensor *x, int dim, const em_tensor *index,
                                bool checked) {
   const char *fn = "index_select";
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return NULL;
+  if (em_dtype_is_block((em_dtype)x->dtype_id)) {
+    if (x->ndim == 0)
+      return em_error_null("%s: expected a quantized tensor with dimensions, got a 0-d one", fn);
+    return index_select_blocks(x, d, index, checked);
+  }
   if (index != NULL && index->ndim > 1)
     return em_error_null("%s: expected a 0-d or 1-D index tensor, got %d-D", fn, index->ndim);
   em_tensor *idx = index_int64(fn, x, index);
@@ -229,6 +250,7 @@ static int check_fits(const char *fn, const em_tensor *index, const em_tensor *t
 em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index) {
   const char *fn = "gather";
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return NULL;
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return NULL;
   em_tensor *idx = index_int64(fn, x, index);
@@ -273,6 +295,7 @@ done:
 static int scatter_inplace(const char *fn, em_tensor *x, int dim, const em_tensor *index,
                            const em_tensor *src, int accumulate) {
   if (x == NULL || src == NULL) return em_error("%s: expected tensors, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0 || em_check_not_block(fn, src) != 0) return -1;
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0 || check_writable(fn, x) != 0) return -1;
   const em_tensor *pair[2] = {x, src};
@@ -373,6 +396,7 @@ em_tensor *em_scatter_add(const em_tensor *x, int dim, const em_tensor *index,
 static int index_put(const char *fn, em_tensor *x, int dim, const em_tensor *index,
                      const em_tensor *src, double alpha, int accumulate) {
   if (x == NULL || src == NULL) return em_error("%s: expected tensors, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0 || em_check_not_block(fn, src) != 0) return -1;
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0 || check_writable(fn, x) != 0) return -1;
   const em_tensor *pair[2] = {x, src};
@@ -525,6 +549,7 @@ static int count_nonzero(const char *fn, const em_tensor *x, int64_t *count) {
 em_tensor *em_nonzero(const em_tensor *x) {
   const char *fn = "nonzero";
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return NULL;
   int64_t count = 0;
   if (em_numel(x) > 0 && count_nonzero(fn, x, &count) != 0) return NULL;
   int64_t sizes[2] = {count, x->ndim};
@@ -548,6 +573,7 @@ em_tensor *em_nonzero(const em_tensor *x) {
 em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask) {
   const char *fn = "masked_select";
   if (x == NULL || mask == NULL) return em_error_null("%s: expected two tensors, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return NULL;
   if (mask->dtype_id != EM_BOOL)
     return em_error_null("%s: expected a bool mask, got %s", fn,
                          em_dtype_name((em_dtype)mask->dtype_id));

@@ -25,6 +25,14 @@ static void header_of(em_tensor *v, const em_tensor *t) {
  * are steps inside one op: autograd records the op as a whole, never these. */
 static int block_copy(em_tensor *dst, const em_tensor *src) {
   if (em_numel(dst) == 0) return 0;
+  if (em_dtype_is_block((em_dtype)dst->dtype_id) || em_dtype_is_block((em_dtype)src->dtype_id)) {
+    em_tensor d8, s8; /* quantized blocks join as their bytes (block_dtype.c) */
+    if (dst->dtype_id != src->dtype_id)
+      return em_error("cat: expected tensors of one block dtype, got %s and %s",
+                      em_dtype_name((em_dtype)dst->dtype_id), em_dtype_name((em_dtype)src->dtype_id));
+    if (em_block_bytes_view(&d8, dst) != 0 || em_block_bytes_view(&s8, src) != 0) return -1;
+    return em_device_backend(dst->device_id)->copy(&d8, &s8);
+  }
   return em_device_backend(dst->device_id)->copy(dst, src);
 }
 
@@ -363,6 +371,7 @@ static int copy_block(const em_tensor *x, em_tensor *out, int64_t row0, int64_t 
  * copies run, each over the whole batch. */
 static em_tensor *triangle(const char *fn, const em_tensor *x, int64_t k, bool lower) {
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return NULL;
   if (x->ndim < 2)
     return em_error_null("%s: expected a tensor with at least 2 dimensions, got %d", fn,
                          x->ndim);

@@ -47,6 +47,7 @@ static int check_pair(const char *fn, const em_tensor *a, const em_tensor *b) {
   if (a == NULL || b == NULL) return em_error("%s: expected two tensors, got NULL", fn);
   const em_tensor *ts[2] = {a, b};
   if (em_check_same_device(fn, 2, ts) != 0) return -1;
+  if (em_check_not_block(fn, a) != 0 || em_check_not_block(fn, b) != 0) return -1;
   if (a->dtype_id != b->dtype_id)
     return em_error("%s: expected both operands to have the same dtype, got %s and %s", fn,
                     em_dtype_name((em_dtype)a->dtype_id), em_dtype_name((em_dtype)b->dtype_id));

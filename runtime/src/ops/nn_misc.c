@@ -73,6 +73,7 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices, int64
   if (weight == NULL || indices == NULL)
     return em_error_null("%s: expected weight and indices tensors, got NULL", fn);
   if (weight->ndim != 2) return em_error_null("%s: expected a 2-D weight, got %d-D", fn, weight->ndim);
+  if (em_check_not_block(fn, weight) != 0) return NULL; /* quantized: ember.quant's Embedding */
   if (em_dtypes[indices->dtype_id].is_float || indices->dtype_id == EM_BOOL)
     return em_error_null("%s: expected integer indices, got %s", fn,
                          em_dtype_name((em_dtype)indices->dtype_id));

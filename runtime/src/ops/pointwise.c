@@ -120,6 +120,7 @@ static bool is_bitwise(em_binary_op op) { return op >= EM_BITWISE_AND && op <= E
 static int binary_types(const char *fn, em_binary_op op, const em_tensor *a, const em_tensor *b,
                         em_dtype *compute, em_dtype *out) {
   const em_tensor *ts[2] = {a, b};
+  if (em_check_not_block(fn, a) != 0 || em_check_not_block(fn, b) != 0) return -1;
   em_dtype result = em_result_type_n(2, ts);
   *compute = *out = result;
   if (is_comparison(op) || is_logical(op)) {

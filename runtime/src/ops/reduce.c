@@ -111,6 +111,7 @@ static int red_begin(red_call *c, const char *fn, const em_tensor *x, int ndims,
   memset(c, 0, sizeof *c);
   c->fn = fn;
   c->be = em_device_backend(x->device_id);
+  if (em_check_not_block(fn, x) != 0) return -1;
   if (dims_mask(fn, x, ndims, dims, &c->mask) != 0) return -1;
   if (needs_elements && check_nonempty(fn, x, c->mask) != 0) return -1;
   c->x = x;
@@ -138,6 +139,7 @@ static int reduce_types(const char *fn, em_reduce_op op, const em_tensor *x, em_
                         em_dtype *out) {
   em_dtype in = (em_dtype)x->dtype_id;
   *compute = *out = in;
+  if (em_check_not_block(fn, x) != 0) return -1;
   switch (op) {
   case EM_SUM: case EM_PROD:
     if (!is_float(in)) *out = EM_INT64;
@@ -244,6 +246,7 @@ static int arg_along(const char *fn, int is_max, const em_tensor *x, int dim, em
                      em_tensor **indices, uint32_t *mask) {
   int d;
   *values = *indices = NULL;
+  if (em_check_not_block(fn, x) != 0) return -1;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return -1;
   *mask = x->ndim > 0 ? 1u << d : 0;
   if (check_nonempty(fn, x, *mask) != 0) return -1;
@@ -351,6 +354,7 @@ static int run_line(const char *fn, line_op op, em_tensor *out, const em_tensor 
 
 static em_tensor *along_dim(const char *fn, line_op op, const em_tensor *x, int dim) {
   if (x == NULL) return em_error_null("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return NULL;
   EM_AUTOCAST(fn, along_dim(fn, op, ac_[0], dim), x);
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return NULL;

@@ -15,6 +15,7 @@ static int sort_impl(const char *fn, const em_tensor *x, int dim, int descending
   if (values) *values = NULL;
   if (indices) *indices = NULL;
   if (x == NULL) return em_error("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return -1;
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return -1;
   em_tensor *v = em_empty(x->ndim, x->sizes, (em_dtype)x->dtype_id, x->device_id);
@@ -65,6 +66,7 @@ int em_topk(const em_tensor *x, int64_t k, int dim, int largest, int sorted, em_
   if (values) *values = NULL;
   if (indices) *indices = NULL;
   if (x == NULL) return em_error("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return -1;
   int d;
   if (em_wrap_dim(fn, dim, x->ndim, &d) != 0) return -1;
   int64_t size = x->ndim > 0 ? x->sizes[d] : 1;
@@ -174,6 +176,7 @@ int em_unique(const em_tensor *x, em_tensor **values, em_tensor **inverse, em_te
   if (inverse) *inverse = NULL;
   if (counts) *counts = NULL;
   if (x == NULL) return em_error("%s: expected a tensor, got NULL", fn);
+  if (em_check_not_block(fn, x) != 0) return -1;
   if (values == NULL) return em_error("%s: expected somewhere to put the values, got NULL", fn);
   int64_t n = em_numel(x), zero = 0;
   em_tensor *flat = em_reshape(x, 1, &n);

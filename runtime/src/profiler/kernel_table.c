@@ -291,6 +291,19 @@ static int w_ctc_loss(em_tensor *nll, em_tensor *grad, const em_tensor *log_prob
                blank, zero_infinity));
 }
 
+static int w_quantize(em_tensor *out, const em_tensor *x) {
+  BEGIN("quantize", out->device_id, x);
+  RUN(quantize(out, x));
+}
+static int w_dequantize(em_tensor *out, const em_tensor *q) {
+  BEGIN("dequantize", out->device_id, q);
+  RUN(dequantize(out, q));
+}
+static int w_quant_linear(em_tensor *out, const em_tensor *x, const em_tensor *w) {
+  BEGIN("quant_linear", out->device_id, x, w);
+  RUN(quant_linear(out, x, w));
+}
+
 /* Replaces a slot by its wrapper where the device fills it. */
 #define WRAP(slot)                                                                             \
   if (p->slot != NULL) p->slot = w_##slot
@@ -307,6 +320,7 @@ static void build(em_backend *p, const em_backend *real) {
   WRAP(channel_affine); WRAP(batch_norm_backward); WRAP(group_norm); WRAP(group_norm_backward);
   WRAP(class_loss); WRAP(class_loss_backward); WRAP(attention); WRAP(attention_backward);
   WRAP(sgd_step); WRAP(adam_step); WRAP(amp_unscale); WRAP(ctc_loss);
+  WRAP(quantize); WRAP(dequantize); WRAP(quant_linear);
 }
 
 void em_prof_backends_refresh(void) {

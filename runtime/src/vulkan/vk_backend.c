@@ -4,6 +4,7 @@
  * makes its op raise "<op>: not implemented on vulkan:N"; ops never fall back to the CPU.
  */
 #include "vk.h"
+#include "../quant/quant.h"
 
 /* The kernel-table functions of each area, defined in its own file. */
 /* -- reductions (vk_reduce.c) -- */
@@ -173,5 +174,9 @@ const em_backend em_vulkan_backend = {
   .adam_step = em_vk_adam_step,
   .amp_unscale = em_vk_amp_unscale,
   .ctc_loss = em_vk_ctc_loss,
+
+  /* -- quantized weights (vk_quant_slots.c; quantize has no kernel here) -- */
+  .dequantize = em_vk_dequantize_slot,
+  .quant_linear = em_vk_quant_linear_slot,
 
 };

@@ -1,8 +1,8 @@
 /*
  * vk_quant.c: dequantizing quantized blocks on a Vulkan device (kernels/quant_dequant.comp),
- * so that a QTensor held on the GPU expands there, with no trip through the host. The formats
- * with a kernel: all of them (the GGUF ones and the affine int8/int4), one module specialized
- * per format (and group and symmetry).
+ * so that blocks held on the GPU expand there, with no trip through the host. The formats with
+ * a kernel: all of them (the GGUF ones and the affine int8/int4), one module specialized per
+ * format (and group and symmetry). The dequantize slot (vk_quant_slots.c) calls it.
  */
 #include "vk.h"
 #include "../quant/quant.h"
