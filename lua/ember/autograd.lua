@@ -81,27 +81,34 @@ M.function_registry_size = fn.registry_size
 -- PyTorch's Variable._execution_engine.queue_callback). DistributedDataParallel finishes its
 -- gradient all-reduces there. Callbacks queued in a nested backward wait for the outermost
 -- one; a backward that fails drops its callbacks. An error in a callback is raised by backward.
-local queued, depth = {}, 0
+-- The scope lives in Lua's registry, not in this module: a test runner that reloads modules per
+-- file leaves tensors whose backward is an earlier copy's, and queue_callback must see the
+-- backward that is running whichever copy started it.
+local scope = debug.getregistry().ember_backward_callbacks
+if scope == nil then
+  scope = { queued = {}, depth = 0 }
+  debug.getregistry().ember_backward_callbacks = scope
+end
 
 function M.queue_callback(f)
   if type(f) ~= 'function' then error('queue_callback: expected a function, got ' .. type(f), 2) end
-  if depth == 0 then
+  if scope.depth == 0 then
     error('queue_callback: expected to be called during backward (from a gradient hook)', 2)
   end
-  queued[#queued + 1] = f
+  scope.queued[#scope.queued + 1] = f
 end
 
 -- Runs C backward `run` (returning a status) inside the callback scope; returns its status.
 local function with_callbacks(run, ...)
-  depth = depth + 1
+  scope.depth = scope.depth + 1
   local ok, rc = pcall(run, ...)
-  depth = depth - 1
-  if depth > 0 then
+  scope.depth = scope.depth - 1
+  if scope.depth > 0 then
     if not ok then error(rc, 0) end
     return rc
   end
-  local list = queued
-  queued = {}
+  local list = scope.queued
+  scope.queued = {}
   if not ok then error(rc, 0) end
   if rc == 0 then
     for _, f in ipairs(list) do f() end
