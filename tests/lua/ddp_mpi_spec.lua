@@ -4,43 +4,8 @@
 -- clipping; a parameter unused on one rank; on Vulkan too, shortened) and ddp_resume.lua (a checkpoint of 2 ranks resumed
 -- by one process, against an uninterrupted run). The reference of each is computed inside the
 -- job by one process without ember.distributed. Without mpirun the jobs are reported pending.
-local BIN = os.getenv('EMBER_BIN') or 'build/ember'
-
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local tmpdir = os.tmpname()
-os.remove(tmpdir)
-assert(os.execute('mkdir -p ' .. q(tmpdir)) == 0)
-
-local function read_file(path)
-  local f = assert(io.open(path, 'r'))
-  local s = f:read('*a')
-  f:close()
-  return s
-end
-
--- Runs a shell command (stdout and stderr together); returns the output and the exit status.
-local function sh(cmd)
-  local out = tmpdir .. '/out'
-  os.execute(('%s > %s 2>&1; echo $? > %s/rc'):format(cmd, q(out), q(tmpdir)))
-  return read_file(out), tonumber(read_file(tmpdir .. '/rc'))
-end
-
-local function has(cmd)
-  return os.execute('command -v ' .. cmd .. ' > /dev/null 2>&1') == 0
-end
-
--- As tests/lua/distributed_spec.lua: root allowed (CI runs as root), and Open MPI's shared
--- memory without cross-process reads (CMA), which containers without ptrace refuse.
-local MPI_ENV = 'env -u EMBER_DEVICE OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ' ..
-  'OMPI_MCA_btl_vader_single_copy_mechanism=none'
-
-local function mpirun(args)
-  return sh(('%s timeout 120 mpirun -np 2 --oversubscribe %s tests/distributed/%s'):format(
-    MPI_ENV, q(BIN), args))
-end
-
-local function contains(s, needle) return s:find(needle, 1, true) ~= nil end
+local J = require 'mpi_job'
+local BIN, q, sh, has, mpirun, contains, tmpdir = J.BIN, J.q, J.sh, J.has, J.mpirun, J.contains, J.tmpdir
 
 describe('nn.DistributedDataParallel under mpirun', function()
   if not has('mpirun') then

@@ -3,45 +3,9 @@
 -- async handles, argument errors; a rank that raises; a collective that times out), `ember run`,
 -- and init's message when libmpi cannot be loaded. Needs Open MPI's mpirun (openmpi-bin, which
 -- scripts/install-deps.sh installs); without it the MPI jobs are reported pending, not passed.
-local BIN = os.getenv('EMBER_BIN') or 'build/ember'
-
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local tmpdir = os.tmpname()
-os.remove(tmpdir)
-assert(os.execute('mkdir -p ' .. q(tmpdir)) == 0)
-
-local function read_file(path)
-  local f = assert(io.open(path, 'r'))
-  local s = f:read('*a')
-  f:close()
-  return s
-end
-
--- Runs a shell command (stdout and stderr together); returns the output and the exit status.
--- `timeout` guards the suite against a hang (a failure, not a measurement).
-local function sh(cmd)
-  local out = tmpdir .. '/out'
-  os.execute(('%s > %s 2>&1; echo $? > %s/rc'):format(cmd, q(out), q(tmpdir)))
-  return read_file(out), tonumber(read_file(tmpdir .. '/rc'))
-end
-
-local function has(cmd)
-  return os.execute('command -v ' .. cmd .. ' > /dev/null 2>&1') == 0
-end
-
--- Open MPI refuses to run as root without the first two (CI runs as root). The third keeps its
--- shared-memory transport off cross-process reads (CMA), which containers without the ptrace
--- capability refuse ("Read -1, expected ..."): plain copies through shared memory instead.
-local MPI_ENV = 'env -u EMBER_DEVICE OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ' ..
-  'OMPI_MCA_btl_vader_single_copy_mechanism=none'
-
-local function mpirun(script, env)
-  return sh(('%s %s timeout 120 mpirun -np 2 --oversubscribe %s tests/distributed/%s'):format(
-    MPI_ENV, env or '', q(BIN), script))
-end
-
-local function contains(s, needle) return s:find(needle, 1, true) ~= nil end
+local J = require 'mpi_job'
+local BIN, q, sh, has, mpirun, contains, tmpdir, MPI_ENV =
+  J.BIN, J.q, J.sh, J.has, J.mpirun, J.contains, J.tmpdir, J.MPI_ENV
 
 describe('ember.distributed', function()
   it('init says what to install when libmpi cannot be loaded', function()
