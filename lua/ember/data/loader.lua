@@ -26,7 +26,7 @@ local class = require 'ember.data.class'
 local dataset = require 'ember.data.dataset'
 local collate = require 'ember.data.collate'
 local random = require 'ember.random'
-local creation = require 'ember.creation'
+local epoch_order = require 'ember.data.epoch_order'
 local is_tensor = require('ember.tensor').is_tensor
 
 local C = core.C
@@ -34,8 +34,6 @@ local TensorDataset = dataset.TensorDataset
 
 local DataLoader = class.class('DataLoader')
 
--- Philox blocks set aside per epoch: randperm(n) draws n / 2 blocks, so up to 2^33 samples.
-local EPOCH_STRIDE = 2 ^ 32
 
 local function is_int(v) return type(v) == 'number' and v == math.floor(v) and v == v end
 
@@ -140,14 +138,7 @@ function DataLoader:order(epoch, n)
   epoch = epoch or self.epoch
   n = n or dataset_size(self.dataset)
   check_count('order', 'epoch', epoch, 1, 2 ^ 32)
-  if not self.shuffle then return creation.arange(1, n + 1, { dtype = 'int64' }) end
-  if n >= 2 ^ 33 then error('DataLoader: shuffle supports up to 2^33 samples', 2) end
-  local saved = random.get_rng_state()
-  random.set_rng_state({ seed = self.seed, offset = (epoch - 1) * EPOCH_STRIDE })
-  local ok, perm = pcall(random.randperm, n)
-  random.set_rng_state(saved)
-  if not ok then error(perm, 0) end
-  return perm
+  return epoch_order('DataLoader', n, self.shuffle, self.seed, epoch)
 end
 
 -- ---- resuming -------------------------------------------------------------------------------

@@ -22,14 +22,12 @@
 -- state()/load_state() carry {seed, epoch, position}; the DataLoader fills in the position
 -- from the batches it has yielded (DataLoader:state()).
 local class = require 'ember.data.class'
-local random = require 'ember.random'
 local creation = require 'ember.creation'
+local epoch_order = require 'ember.data.epoch_order'
 local index_ops = require 'ember.ops.index'
 
 local DistributedSampler = class.class('DistributedSampler')
 
--- Philox blocks set aside per epoch (the DataLoader's stride, so that orders agree).
-local EPOCH_STRIDE = 2 ^ 32
 
 local function is_int(v) return type(v) == 'number' and v == math.floor(v) and v == v end
 
@@ -107,14 +105,7 @@ end
 function DistributedSampler:global_order(epoch)
   epoch = epoch or self.epoch
   local n = dataset_size(self.dataset)
-  if not self.shuffle then return creation.arange(1, n + 1, { dtype = 'int64' }) end
-  if n >= 2 ^ 33 then error('DistributedSampler: shuffle supports up to 2^33 samples', 2) end
-  local saved = random.get_rng_state()
-  random.set_rng_state({ seed = self.seed, offset = (epoch - 1) * EPOCH_STRIDE })
-  local ok, perm = pcall(random.randperm, n)
-  random.set_rng_state(saved)
-  if not ok then error(perm, 0) end
-  return perm
+  return epoch_order('DistributedSampler', n, self.shuffle, self.seed, epoch)
 end
 
 -- How many of the global order's remaining entries the W ranks read together, from position.
